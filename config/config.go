@@ -1,0 +1,344 @@
+// Package config holds Manifold's typed gateway configuration: loading it from a YAML or JSON
+// file (or the embedded default), expanding ${VAR} references, applying MANIFOLD_GATEWAY__…
+// environment overrides, and validating it strictly, reporting every problem at once with the
+// file and key it comes from.
+//
+// The upstream servers use the mcpServers shape of Claude Desktop, Claude Code and Cursor, so a
+// host's existing file loads unchanged: keys that hosts keep for themselves are ignored (logged
+// at debug), while unknown keys in the gateway's own sections are errors. REFERENCE.md in this
+// folder documents every key.
+//
+// Environment overrides: a variable MANIFOLD_<SEG>__<SEG>… (double underscore between levels)
+// sets a key of the gateway section, matched case-insensitively, and beats the file:
+//
+//	MANIFOLD_GATEWAY__LISTEN=0.0.0.0:9000        gateway.listen
+//	MANIFOLD_GATEWAY__INSECURE=true              gateway.insecure
+//	MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS=10     gateway.limits.maxSessions
+//	MANIFOLD_GATEWAY__ALLOWEDHOSTS=a.test,b.test gateway.allowedHosts (comma-separated list)
+//
+// Variables without "__" (such as MANIFOLD_BINARY) are not overrides. An override naming no
+// known key is an error whose source is "environment".
+//
+// Everything here is safe for concurrent use: loading shares no state, and a loaded *Config is
+// meant to be treated as an immutable snapshot.
+package config
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Transport types of an upstream server (Server.Type).
+const (
+	TypeStdio = "stdio"
+	TypeHTTP  = "http"
+	TypeSSE   = "sse"
+)
+
+// Session modes of an upstream server (Server.Session).
+const (
+	SessionShared    = "shared"
+	SessionPerClient = "per-client"
+)
+
+// DefaultSource is the Config.Source of the embedded default config.
+const DefaultSource = "embedded default"
+
+// Default values of the gateway section, applied to keys that are absent.
+const (
+	defaultListen             = "127.0.0.1:8080"
+	defaultSeparator          = "__"
+	defaultMaxToolNameLength  = 64
+	defaultMaxSessions        = 1000
+	defaultMaxMessageBytes    = 4 << 20
+	defaultMaxConcurrentCalls = 64
+	defaultSessionIdleTimeout = 30 * time.Minute
+	defaultConnectTimeout     = 30 * time.Second
+	defaultCallTimeout        = 60 * time.Second
+	defaultDrainTimeout       = 10 * time.Second
+	defaultBackoffInitial     = 500 * time.Millisecond
+	defaultBackoffMax         = 30 * time.Second
+	defaultLogLevel           = "info"
+	defaultLogFormat          = "json"
+)
+
+// Config is one complete gateway configuration. A *Config returned by Load, Parse or
+// LoadDefault is valid, has its defaults applied, and must not be modified: share it as a
+// snapshot.
+type Config struct {
+	// Servers are the upstream MCP servers by name, from the "mcpServers" key (or VS Code's
+	// "servers" when "mcpServers" is absent). Disabled servers are included; see Enabled.
+	Servers map[string]Server
+	// Gateway holds the gateway's own settings (key "gateway").
+	Gateway Gateway
+	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
+	// file; errors from Validate name it.
+	Source string
+	// ServersKey is the top-level key the servers were read from: "mcpServers", or "servers"
+	// for a VS Code file. Empty means "mcpServers". Errors name server keys under it.
+	ServersKey string
+}
+
+// Server is one upstream MCP server (an entry of mcpServers).
+type Server struct {
+	// Name is the server's key in mcpServers; the loader fills it in.
+	Name string
+	// Type is the transport: TypeStdio, TypeHTTP (streamable HTTP) or TypeSSE (legacy HTTP+SSE).
+	// When absent it is inferred: command → stdio; url → http, except a URL whose path ends in
+	// "/sse" → sse. Cline's "transportType" is accepted when "type" is absent.
+	Type string
+
+	// Command, Args, Env and Cwd start a stdio server. Env is added to the gateway's own
+	// environment; Cwd empty means the gateway's working directory.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Cwd     string
+
+	// URL, Headers and CAFile reach an http or sse server. CAFile (key "caFile") names a PEM
+	// bundle trusted for this server in addition to the system roots.
+	URL     string
+	Headers map[string]string
+	CAFile  string
+
+	// Prefix (key "prefix") replaces the server name as namespace when set; an explicit ""
+	// exposes the server's names and URIs unchanged. Nil means the default; see Namespace.
+	Prefix *string
+	// Session (key "session") is SessionShared or SessionPerClient; empty means the gateway's
+	// default for the transport.
+	Session string
+	// Timeout is the per-call timeout for this server; 0 means gateway.timeouts.call.
+	Timeout time.Duration
+	// MaxConcurrency (key "maxConcurrency") caps in-flight calls to this server; 0 means
+	// gateway.limits.maxConcurrentCalls.
+	MaxConcurrency int
+	// Disabled servers are parsed and checked for shape but not started; Enabled skips them.
+	Disabled bool
+}
+
+// Namespace returns the server's effective prefix: *Prefix when set, else the server name with
+// every character outside [A-Za-z0-9_-] replaced by '_'. An empty result means names and URIs
+// are exposed unchanged.
+func (s Server) Namespace() string {
+	if s.Prefix != nil {
+		return *s.Prefix
+	}
+	return strings.Map(func(r rune) rune {
+		if isNameChar(r) {
+			return r
+		}
+		return '_'
+	}, s.Name)
+}
+
+// Gateway holds the gateway's own settings (key "gateway").
+type Gateway struct {
+	// Listen is the HTTP listen address, host:port; default "127.0.0.1:8080". A host other than
+	// loopback (127.0.0.0/8, ::1, localhost), including an empty host, requires Insecure.
+	Listen string
+	// Separator joins a namespace and a name; default "__", non-empty, only [A-Za-z0-9_-].
+	Separator string
+	// MaxToolNameLength (key "maxToolNameLength") caps the length of the names clients see;
+	// default 64, valid 16..1024.
+	MaxToolNameLength int
+	// Insecure must be true to listen on a non-loopback address: there is no authentication yet.
+	Insecure bool
+	// AllowedHosts (key "allowedHosts") are extra Host header values accepted, besides the
+	// loopback names (DNS-rebinding protection). Each is a host or host:port.
+	AllowedHosts []string
+	// AllowedOrigins (key "allowedOrigins") are browser Origin values accepted, each
+	// scheme://host[:port].
+	AllowedOrigins []string
+	// TLS (key "tls") serves HTTPS when both files are set.
+	TLS TLS
+	// Limits, Timeouts, Backoff and Log are the keys of the same names (lower case).
+	Limits   Limits
+	Timeouts Timeouts
+	Backoff  Backoff
+	Log      Log
+}
+
+// TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");
+// both or neither.
+type TLS struct {
+	CertFile string
+	KeyFile  string
+}
+
+// Limits bound the gateway's resource use (key "gateway.limits").
+type Limits struct {
+	// MaxSessions (key "maxSessions") caps concurrent downstream sessions; default 1000.
+	MaxSessions int
+	// MaxMessageBytes (key "maxMessageBytes") caps one JSON-RPC message; default 4 MiB.
+	MaxMessageBytes int64
+	// MaxConcurrentCalls (key "maxConcurrentCalls") caps in-flight calls per upstream;
+	// default 64. Server.MaxConcurrency overrides it per server.
+	MaxConcurrentCalls int
+	// SessionIdleTimeout (key "sessionIdleTimeout") closes idle sessions; default 30m.
+	SessionIdleTimeout time.Duration
+}
+
+// Timeouts of the gateway (key "gateway.timeouts").
+type Timeouts struct {
+	// Connect bounds connecting to and initializing an upstream; default 30s.
+	Connect time.Duration
+	// Call bounds one upstream call unless Server.Timeout is set; default 60s.
+	Call time.Duration
+	// Drain bounds waiting for in-flight requests at reload or shutdown; default 10s.
+	Drain time.Duration
+}
+
+// Backoff paces upstream restarts (key "gateway.backoff"): delays double from Initial
+// (default 500ms) up to Max (default 30s).
+type Backoff struct {
+	Initial time.Duration
+	Max     time.Duration
+}
+
+// Log configures the gateway's log (key "gateway.log").
+type Log struct {
+	// Level is debug, info, warn or error; default info.
+	Level string
+	// Format is json or console; default json.
+	Format string
+}
+
+// DefaultGateway returns the gateway settings used for keys that are absent.
+func DefaultGateway() Gateway {
+	var g Gateway
+	g.applyDefaults()
+	return g
+}
+
+// ApplyDefaults fills in what the loader fills in for a Config built in code: zero-valued
+// gateway settings get their defaults, and each server gets its Name from its key and its Type
+// inferred when empty. Call it before Validate. Load, Parse and LoadDefault need no call.
+func (c *Config) ApplyDefaults() {
+	c.Gateway.applyDefaults()
+	for name, s := range c.Servers {
+		s.Name = name
+		if s.Type == "" {
+			s.Type = inferType(s)
+		}
+		c.Servers[name] = s
+	}
+}
+
+func (g *Gateway) applyDefaults() {
+	setIfZero(&g.Listen, defaultListen)
+	setIfZero(&g.Separator, defaultSeparator)
+	setIfZero(&g.MaxToolNameLength, defaultMaxToolNameLength)
+	setIfZero(&g.Limits.MaxSessions, defaultMaxSessions)
+	setIfZero(&g.Limits.MaxMessageBytes, defaultMaxMessageBytes)
+	setIfZero(&g.Limits.MaxConcurrentCalls, defaultMaxConcurrentCalls)
+	setIfZero(&g.Limits.SessionIdleTimeout, defaultSessionIdleTimeout)
+	setIfZero(&g.Timeouts.Connect, defaultConnectTimeout)
+	setIfZero(&g.Timeouts.Call, defaultCallTimeout)
+	setIfZero(&g.Timeouts.Drain, defaultDrainTimeout)
+	setIfZero(&g.Backoff.Initial, defaultBackoffInitial)
+	setIfZero(&g.Backoff.Max, defaultBackoffMax)
+	setIfZero(&g.Log.Level, defaultLogLevel)
+	setIfZero(&g.Log.Format, defaultLogFormat)
+}
+
+func setIfZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Enabled returns the servers that are not disabled, sorted by name. The Server values are
+// copies, but their slices and maps are shared with c and must not be modified.
+func (c *Config) Enabled() []Server {
+	out := make([]Server, 0, len(c.Servers))
+	for name, s := range c.Servers {
+		if s.Disabled {
+			continue
+		}
+		if s.Name == "" {
+			s.Name = name
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// FieldError is one problem in a config, naming where it is: Source is the file (or
+// "environment" for an override, or DefaultSource), Key the dotted key (or the environment
+// variable). Msg never contains the value of an environment variable.
+type FieldError struct {
+	Source string
+	Key    string
+	Msg    string
+}
+
+// Error returns "<source>: <key>: <msg>", leaving out empty parts.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	for _, part := range []string{e.Source, e.Key} {
+		if part != "" {
+			b.WriteString(part)
+			b.WriteString(": ")
+		}
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// FieldErrors returns the *FieldError values in err, in order: err may be one *FieldError or
+// an errors.Join of them, as returned by Load, Parse and Validate. Other errors are skipped.
+func FieldErrors(err error) []*FieldError {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []*FieldError
+		for _, e := range j.Unwrap() {
+			out = append(out, FieldErrors(e)...)
+		}
+		return out
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return []*FieldError{fe}
+	}
+	return nil
+}
+
+// joinErrors sorts problems by source, key and message, drops duplicates, and joins them;
+// nil when there are none.
+func joinErrors(errs []*FieldError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	slices.SortFunc(errs, func(a, b *FieldError) int {
+		if c := strings.Compare(a.Source, b.Source); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Msg, b.Msg)
+	})
+	errs = slices.CompactFunc(errs, func(a, b *FieldError) bool { return *a == *b })
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// isNameChar reports whether r is in [A-Za-z0-9_-], the characters of namespaces and
+// separators.
+func isNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
+}
+
+// isName reports whether s is non-empty and consists of name characters only.
+func isName(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !isNameChar(r) })
+}

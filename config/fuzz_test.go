@@ -1,0 +1,47 @@
+package config
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes to Parse as YAML and as JSON. Parse must never panic; every
+// failure must be reported as field errors; and a config Parse accepts must validate again.
+func FuzzParse(f *testing.F) {
+	seeds := []string{
+		"",
+		"mcpServers: {a: {command: x, args: [y]}}",
+		"mcpServers: {w: {url: \"https://h/sse\", headers: {A: \"Bearer ${T}\"}, prefix: \"\"}}\ngateway: {listen: \":1\", insecure: true}",
+		"gateway: {limits: {maxSessions: 0}, timeouts: {call: 1s}, log: {level: debug}}",
+		"servers: {x: {type: sse, url: \"http://h\"}}\nauth: {}",
+		"a: &x [*x]",
+		"mcpServers: {\"\": {command: $$, env: {A: \"${A:-b}\"}}, b.c: {transportType: sse, serverUrl: \"https://x\"}}",
+		`{"mcpServers": {"a": {"command": "x", "autoApprove": [], "timeout": "5s"}}} // c`,
+		`{"servers": {"a": {"type": "http", "url": "http://h",},}, /* x */ "inputs": []}`,
+		`{"gateway": {"tls": {"certFile": "/", "keyFile": "/nope"}, "allowedOrigins": ["*"]}}`,
+		`[1, 2]`,
+		`{"mcpServers": {"a": {"command": 1e400}}}`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	vars := map[string]string{"T": "tok", "A": "", "MANIFOLD_BINARY": "/bin/manifold"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, format := range []string{FormatYAML, FormatJSON} {
+			opts := testOpts(vars, "MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS=5")
+			cfg, err := Parse(data, format, "fuzz", opts)
+			if err != nil {
+				if errors.Is(err, ErrUnknownFormat) || len(FieldErrors(err)) == 0 {
+					t.Fatalf("%s: error is not a field error: %v", format, err)
+				}
+				continue
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("%s: accepted config fails Validate: %v", format, err)
+			}
+			for _, s := range cfg.Enabled() {
+				_ = s.Namespace()
+			}
+		}
+	})
+}

@@ -1,0 +1,229 @@
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	koanfjson "github.com/knadh/koanf/parsers/json"
+	koanfyaml "github.com/knadh/koanf/parsers/yaml"
+	"go.uber.org/zap"
+)
+
+// Formats accepted by Parse.
+const (
+	FormatYAML = "yaml"
+	FormatJSON = "json"
+)
+
+// Log field keys.
+const (
+	logKeySource = "source"
+	logKeyKey    = "key"
+	logKeyReason = "reason"
+)
+
+// Top-level keys.
+const (
+	keyServers       = "mcpServers"
+	keyVSCodeServers = "servers"
+	keyGateway       = "gateway"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// LoadOptions tunes loading. A nil *LoadOptions, like zero fields, means the defaults.
+type LoadOptions struct {
+	// LookupEnv resolves ${VAR} references; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Environ lists the "NAME=value" variables scanned for MANIFOLD_GATEWAY__… overrides; nil
+	// means os.Environ(). Pass an empty non-nil slice for no overrides.
+	Environ []string
+	// Logger receives debug records of ignored keys (never values); nil means no logging.
+	Logger *zap.Logger
+}
+
+// Load reads and parses the config file at path, choosing the format by extension (.yaml,
+// .yml or .json, any case). See Parse.
+func Load(path string, opts *LoadOptions) (*Config, error) {
+	var format string
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		format = FormatYAML
+	case ".json":
+		format = FormatJSON
+	default:
+		return nil, fmt.Errorf("config: %s: unknown file extension: want .yaml, .yml or .json", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, format, path, opts)
+}
+
+// Default returns the embedded default config (YAML): two demo upstreams served by the
+// manifold binary itself, found through ${MANIFOLD_BINARY}. The caller gets its own copy.
+func Default() []byte {
+	return append([]byte(nil), defaultYAML...)
+}
+
+// LoadDefault parses the embedded default config with Source DefaultSource. MANIFOLD_BINARY
+// must resolve, through opts.LookupEnv or else the process environment, to the manifold
+// executable; environment overrides apply as for any file.
+func LoadDefault(opts *LoadOptions) (*Config, error) {
+	return Parse(defaultYAML, FormatYAML, DefaultSource, opts)
+}
+
+// Parse decodes a config document in format (FormatYAML or FormatJSON; JSON may carry // and
+// /* */ comments and trailing commas, as VS Code's files do), applies defaults, ${VAR}
+// expansion and MANIFOLD_GATEWAY__… overrides, and validates the result. source names the
+// document in errors, usually its path. On failure the error joins one *FieldError per problem,
+// sorted (see FieldErrors); the config is returned only when it is valid.
+func Parse(data []byte, format, source string, opts *LoadOptions) (*Config, error) {
+	var o LoadOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	if o.Environ == nil {
+		o.Environ = os.Environ()
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+
+	doc, err := parseDocument(data, format)
+	if err != nil {
+		if errors.Is(err, ErrUnknownFormat) {
+			return nil, err
+		}
+		return nil, &FieldError{Source: source, Msg: err.Error()}
+	}
+
+	d := &decoder{source: source, lookup: o.LookupEnv, log: o.Logger.Named("config")}
+	cfg := &Config{Source: source, Gateway: DefaultGateway()}
+	d.document(doc, cfg)
+	origins := applyEnv(o.Environ, &cfg.Gateway, &d.errs)
+	errs := append(d.errs, cfg.validate(origins, d.failed)...)
+	if err := joinErrors(errs); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// ErrUnknownFormat is returned by Parse for a format other than FormatYAML and FormatJSON (a
+// caller's mistake rather than a problem in the document).
+var ErrUnknownFormat = errors.New("config: unknown format: want yaml or json")
+
+// parseDocument parses data into its top-level mapping; nil for an empty YAML document.
+func parseDocument(data []byte, format string) (doc map[string]any, err error) {
+	// The parsers are third-party code fed untrusted input: never let a bug in them take the
+	// gateway down during a reload.
+	defer func() {
+		if r := recover(); r != nil {
+			doc, err = nil, fmt.Errorf("invalid %s: the parser failed on this document", strings.ToUpper(format))
+		}
+	}()
+	switch format {
+	case FormatYAML:
+		doc, err = koanfyaml.Parser().Unmarshal(data)
+		if err != nil {
+			return nil, yamlError(err)
+		}
+	case FormatJSON:
+		data = stripJSONC(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))) // Windows editors may add a BOM
+		doc, err = koanfjson.Parser().Unmarshal(data)
+		if err != nil {
+			return nil, jsonError(data, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w (got %q)", ErrUnknownFormat, format)
+	}
+	return doc, nil
+}
+
+const notMapping = "the document must be a mapping (object) of keys at the top level"
+
+func yamlError(err error) error {
+	msg := err.Error()
+	if strings.Contains(msg, "cannot unmarshal") && strings.Contains(msg, "into map[string]") {
+		return errors.New("invalid YAML: " + notMapping)
+	}
+	return errors.New("invalid YAML: " + strings.Join(strings.Fields(strings.TrimPrefix(msg, "yaml: ")), " "))
+}
+
+func jsonError(data []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		line, col := position(data, syn.Offset-1) // Offset counts the offending byte
+		return fmt.Errorf("invalid JSON: line %d column %d: %s", line, col, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.As(err, &typ):
+		return errors.New("invalid JSON: " + notMapping)
+	}
+	return fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// position converts a byte offset into a 1-based line and column.
+func position(data []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 0), int64(len(data)))
+	line, col = 1, 1
+	for _, c := range data[:offset] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// document decodes the top level: the servers, the gateway section, reserved sections (errors)
+// and host settings (ignored).
+func (d *decoder) document(doc map[string]any, cfg *Config) {
+	cfg.ServersKey = keyServers
+	if _, ok := doc[keyServers]; !ok {
+		if _, ok := doc[keyVSCodeServers]; ok {
+			cfg.ServersKey = keyVSCodeServers
+		}
+	}
+	for _, k := range sortedKeys(doc) {
+		switch k {
+		case cfg.ServersKey:
+			cfg.Servers = d.servers(k, doc[k])
+		case keyGateway:
+			d.section(keyGateway, gatewayFields(&cfg.Gateway), doc[k])
+		case "auth", "policy", "audit", "telemetry", "plugins":
+			d.fail(k, "not supported yet in this version: remove it, it would not be enforced")
+		default:
+			if msg := topLevelTypo(k); msg != "" {
+				d.fail(joinKey("", k), msg)
+				continue
+			}
+			d.ignore(joinKey("", k), "not a gateway key (host settings are ignored)")
+		}
+	}
+}
+
+// topLevelTypo returns an error message when the unknown top-level key k looks like a
+// misspelling of one of ours (which would otherwise drop a whole section silently), else "".
+func topLevelTypo(k string) string {
+	lower := strings.ToLower(k)
+	for _, name := range []string{keyServers, keyGateway, "auth", "policy", "audit", "telemetry", "plugins"} {
+		near := len(name) >= 7 && editDistance(lower, strings.ToLower(name)) <= 2
+		if strings.EqualFold(k, name) || near {
+			return fmt.Sprintf("unknown key (did you mean %q?)", name)
+		}
+	}
+	return ""
+}

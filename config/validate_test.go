@@ -1,0 +1,388 @@
+package config
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// wantErr is one expected problem; Msg is a substring of the message.
+type wantErr struct {
+	Source, Key, Msg string
+}
+
+// checkErrors asserts that err holds exactly the want problems, in order.
+func checkErrors(t *testing.T, err error, want []wantErr) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %d problems", len(want))
+	}
+	var got, wantKeys []wantErr
+	for _, fe := range FieldErrors(err) {
+		got = append(got, wantErr{Source: fe.Source, Key: fe.Key})
+	}
+	for _, w := range want {
+		wantKeys = append(wantKeys, wantErr{Source: w.Source, Key: w.Key})
+	}
+	if diff := cmp.Diff(wantKeys, got); diff != "" {
+		t.Fatalf("problems (-want +got):\n%s\nerror:\n%v", diff, err)
+	}
+	for i, fe := range FieldErrors(err) {
+		if !strings.Contains(fe.Msg, want[i].Msg) {
+			t.Errorf("problem %d = %q, want it to contain %q", i, fe.Error(), want[i].Msg)
+		}
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	dir := t.TempDir()
+	caPEM := filepath.Join(dir, "ca.pem")
+	notPEM := filepath.Join(dir, "not.pem")
+	for path, content := range map[string]string{caPEM: testCA(t), notPEM: "hello"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(dir, "missing.pem")
+
+	tests := []struct {
+		name string
+		doc  string
+		want []wantErr
+	}{
+		{
+			name: "three mistakes give exactly three problems",
+			doc: `
+mcpServers:
+  weather:
+    url: not-a-url
+gateway:
+  limits:
+    maxSesions: 10
+  log:
+    level: verbose
+`,
+			want: []wantErr{
+				{"m.yaml", "gateway.limits.maxSesions", `unknown key (did you mean "maxSessions"?)`},
+				{"m.yaml", "gateway.log.level", "must be debug, info, warn or error"},
+				{"m.yaml", "mcpServers.weather.url", "must be an absolute http(s) URL"},
+			},
+		},
+		{
+			name: "reserved sections are refused",
+			doc:  "auth: {apiKeys: [x]}\npolicy: {default: deny}\naudit: {}\ntelemetry: null\nplugins: []\n",
+			want: []wantErr{
+				{"m.yaml", "audit", "not supported yet in this version"},
+				{"m.yaml", "auth", "not supported yet in this version"},
+				{"m.yaml", "plugins", "not supported yet in this version"},
+				{"m.yaml", "policy", "not supported yet in this version"},
+				{"m.yaml", "telemetry", "not supported yet in this version"},
+			},
+		},
+		{
+			name: "misspelt top-level sections are errors, host settings are not",
+			doc:  "mcpServer: {}\nGateway: {}\nglobalShortcut: x\n$schema: y\ninputs: []\n",
+			want: []wantErr{
+				{"m.yaml", "Gateway", `did you mean "gateway"`},
+				{"m.yaml", "mcpServer", `did you mean "mcpServers"`},
+			},
+		},
+		{
+			name: "unknown and unsupported server keys",
+			doc:  "mcpServers:\n  a: {command: x, comand: y, envFile: .env, oauth: {clientId: z}, Args: []}\n",
+			want: []wantErr{
+				{"m.yaml", "mcpServers.a.Args", `did you mean "args"`},
+				{"m.yaml", "mcpServers.a.comand", `did you mean "command"`},
+				{"m.yaml", "mcpServers.a.envFile", "not supported"},
+				{"m.yaml", "mcpServers.a.oauth", "not supported yet"},
+			},
+		},
+		{
+			name: "unknown keys at any depth of gateway",
+			doc:  "gateway: {tls: {cert: x}, timeouts: {read: 1s}, colour: red}\n",
+			want: []wantErr{
+				{"m.yaml", "gateway.colour", "unknown key"},
+				{"m.yaml", "gateway.timeouts.read", "unknown key"},
+				{"m.yaml", "gateway.tls.cert", "unknown key"},
+			},
+		},
+		{
+			name: "command and url",
+			doc: `
+mcpServers:
+  both: {command: x, url: "https://h/mcp"}
+  neither: {args: [a]}
+  stdio-with-url: {type: stdio, url: "https://h/mcp"}
+  http-with-command: {type: http, command: x}
+  bad-type: {type: websocket, url: "wss://h"}
+  bad-scheme: {url: "ftp://h/mcp"}
+  relative: {url: /mcp}
+  two-urls: {url: "https://a/mcp", httpUrl: "https://b/mcp"}
+  bad-transport: {url: "https://a/mcp", transportType: grpc}
+  "": {command: x}
+`,
+			want: []wantErr{
+				{"m.yaml", `mcpServers.""`, "must not be empty"},
+				{"m.yaml", "mcpServers.bad-scheme.url", "absolute http(s) URL"},
+				{"m.yaml", "mcpServers.bad-transport.transportType", "must be stdio, sse, streamableHttp or http"},
+				{"m.yaml", "mcpServers.bad-type.type", "must be stdio, http (also spelt streamableHttp) or sse"},
+				{"m.yaml", "mcpServers.both", "not both"},
+				{"m.yaml", "mcpServers.http-with-command.type", "type http needs url"},
+				{"m.yaml", "mcpServers.neither", "needs command"},
+				{"m.yaml", "mcpServers.relative.url", "absolute http(s) URL"},
+				{"m.yaml", "mcpServers.stdio-with-url.type", "type stdio needs command"},
+				{"m.yaml", "mcpServers.two-urls.url", "only one of url, httpUrl and serverUrl"},
+			},
+		},
+		{
+			name: "a failed value is reported once, not again by validation",
+			doc:  "mcpServers:\n  a: {url: \"${NOPE}\"}\n  b: {httpUrl: [x]}\n  c: {command: x, prefix: \"${NOPE}\"}\n  d: {command: x}\n",
+			want: []wantErr{
+				{"m.yaml", "mcpServers.a.url", "environment variable NOPE is not set"},
+				{"m.yaml", "mcpServers.b.httpUrl", "must be a string"},
+				{"m.yaml", "mcpServers.c.prefix", "environment variable NOPE is not set"},
+			},
+		},
+		{
+			name: "keys of the wrong transport and bad server values",
+			doc: `
+mcpServers:
+  local: {command: x, headers: {A: b}, caFile: /x}
+  remote: {url: "https://h/mcp", args: [a], env: {A: b}, cwd: /tmp}
+  values: {command: x, prefix: "a.b", timeout: -1s, maxConcurrency: -2, session: sometimes}
+  types: {command: x, args: [1, true], env: {PORT: 8080}, timeout: 30, disabled: maybe}
+`,
+			want: []wantErr{
+				{"m.yaml", "mcpServers.local.caFile", "only valid for http and sse"},
+				{"m.yaml", "mcpServers.local.headers", "only valid for http and sse"},
+				{"m.yaml", "mcpServers.remote.args", "only valid for stdio"},
+				{"m.yaml", "mcpServers.remote.cwd", "only valid for stdio"},
+				{"m.yaml", "mcpServers.remote.env", "only valid for stdio"},
+				{"m.yaml", "mcpServers.types.args[0]", "must be a string"},
+				{"m.yaml", "mcpServers.types.args[1]", "must be a string"},
+				{"m.yaml", "mcpServers.types.disabled", "true or false"},
+				{"m.yaml", "mcpServers.types.env.PORT", "quote numbers"},
+				{"m.yaml", "mcpServers.types.timeout", `such as "30s"`},
+				{"m.yaml", "mcpServers.values.maxConcurrency", "must not be negative"},
+				{"m.yaml", "mcpServers.values.prefix", "only letters, digits, _ and -"},
+				{"m.yaml", "mcpServers.values.session", "shared or per-client"},
+				{"m.yaml", "mcpServers.values.timeout", "must not be negative"},
+			},
+		},
+		{
+			name: "namespace collisions among enabled servers",
+			doc: `
+mcpServers:
+  a.b: {command: x}
+  a_b: {command: x}
+  c: {command: x, prefix: shared}
+  d: {command: x, prefix: shared}
+  e: {command: x, prefix: shared, disabled: true}
+  f: {command: x, prefix: ""}
+  g: {command: x, prefix: ""}
+`,
+			want: []wantErr{
+				{"m.yaml", "mcpServers.a_b", `namespace "a_b" is also the namespace of server "a.b"`},
+				{"m.yaml", "mcpServers.d", `namespace "shared" is also the namespace of server "c"`},
+			},
+		},
+		{
+			name: "explicit zeros and negatives where a default exists",
+			doc: `
+gateway:
+  separator: ""
+  maxToolNameLength: 8
+  limits: {maxSessions: 0, maxMessageBytes: -1, maxConcurrentCalls: 0, sessionIdleTimeout: 0s}
+  timeouts: {connect: 0s, call: -1s, drain: 0s}
+  backoff: {initial: 1m, max: 1s}
+  log: {format: text}
+`,
+			want: []wantErr{
+				{"m.yaml", "gateway.backoff.initial", "must not exceed gateway.backoff.max"},
+				{"m.yaml", "gateway.limits.maxConcurrentCalls", "greater than 0"},
+				{"m.yaml", "gateway.limits.maxMessageBytes", "greater than 0"},
+				{"m.yaml", "gateway.limits.maxSessions", "greater than 0"},
+				{"m.yaml", "gateway.limits.sessionIdleTimeout", "greater than 0"},
+				{"m.yaml", "gateway.log.format", "json or console"},
+				{"m.yaml", "gateway.maxToolNameLength", "between 16 and 1024"},
+				{"m.yaml", "gateway.separator", "non-empty"},
+				{"m.yaml", "gateway.timeouts.call", "greater than 0"},
+				{"m.yaml", "gateway.timeouts.connect", "greater than 0"},
+				{"m.yaml", "gateway.timeouts.drain", "greater than 0"},
+			},
+		},
+		{
+			name: "gateway value types",
+			doc:  "gateway: {listen: 8080, insecure: yes, maxToolNameLength: 1.5, allowedHosts: x, limits: 3}\n",
+			want: []wantErr{
+				{"m.yaml", "gateway.allowedHosts", "list of strings"},
+				{"m.yaml", "gateway.insecure", "true or false"},
+				{"m.yaml", "gateway.limits", "must be a mapping"},
+				{"m.yaml", "gateway.listen", "must be a string"},
+				{"m.yaml", "gateway.maxToolNameLength", "must be an integer"},
+			},
+		},
+		{
+			name: "non-loopback listen without insecure",
+			doc:  "gateway: {listen: \"0.0.0.0:8080\"}\n",
+			want: []wantErr{{"m.yaml", "gateway.listen", "requires gateway.insecure: true, because this version has no authentication"}},
+		},
+		{
+			name: "empty host counts as non-loopback",
+			doc:  "gateway: {listen: \":8080\"}\n",
+			want: []wantErr{{"m.yaml", "gateway.listen", "requires gateway.insecure: true"}},
+		},
+		{
+			name: "hostname counts as non-loopback",
+			doc:  "gateway: {listen: \"myhost:8080\"}\n",
+			want: []wantErr{{"m.yaml", "gateway.listen", "requires gateway.insecure: true"}},
+		},
+		{
+			name: "listen must be host:port",
+			doc:  "gateway: {listen: \"localhost\"}\n",
+			want: []wantErr{{"m.yaml", "gateway.listen", "must be host:port"}},
+		},
+		{
+			name: "listen port range",
+			doc:  "gateway: {listen: \"localhost:70000\"}\n",
+			want: []wantErr{{"m.yaml", "gateway.listen", "0 to 65535"}},
+		},
+		{
+			name: "hosts and origins",
+			doc:  "gateway: {allowedHosts: [\"\", \"http://x\"], allowedOrigins: [\"*\", \"https://a/b\", \"https://ok.example:8443\"]}\n",
+			want: []wantErr{
+				{"m.yaml", "gateway.allowedHosts[0]", "host or host:port"},
+				{"m.yaml", "gateway.allowedHosts[1]", "host or host:port"},
+				{"m.yaml", "gateway.allowedOrigins[0]", "must be an origin"},
+				{"m.yaml", "gateway.allowedOrigins[1]", "must be an origin"},
+			},
+		},
+		{
+			name: "tls needs both files, and they must exist",
+			doc:  "gateway: {tls: {certFile: " + caPEM + "}}\n",
+			want: []wantErr{{"m.yaml", "gateway.tls", "both certFile and keyFile"}},
+		},
+		{
+			name: "tls files must exist",
+			doc:  "gateway: {tls: {certFile: " + caPEM + ", keyFile: " + missing + "}}\n",
+			want: []wantErr{{"m.yaml", "gateway.tls.keyFile", "file does not exist"}},
+		},
+		{
+			name: "tls file must not be a directory",
+			doc:  "gateway: {tls: {certFile: " + dir + ", keyFile: " + caPEM + "}}\n",
+			want: []wantErr{{"m.yaml", "gateway.tls.certFile", "must be a regular file"}},
+		},
+		{
+			name: "caFile must exist and hold a certificate; disabled servers are not checked",
+			doc: "mcpServers:\n" +
+				"  ok: {url: \"https://h/mcp\", caFile: " + caPEM + "}\n" +
+				"  gone: {url: \"https://h/mcp\", caFile: " + missing + "}\n" +
+				"  junk: {url: \"https://h/mcp\", caFile: " + notPEM + "}\n" +
+				"  off: {url: \"https://h/mcp\", caFile: " + missing + ", disabled: true}\n",
+			want: []wantErr{
+				{"m.yaml", "mcpServers.gone.caFile", "file does not exist"},
+				{"m.yaml", "mcpServers.junk.caFile", "no PEM certificate"},
+			},
+		},
+		{
+			name: "section and value shapes",
+			doc:  "mcpServers: {a: [x], b: null}\ngateway: [1]\n",
+			want: []wantErr{
+				{"m.yaml", "gateway", "must be a mapping"},
+				{"m.yaml", "mcpServers.a", "must be a mapping"},
+				{"m.yaml", "mcpServers.b", "must be a mapping"},
+			},
+		},
+		{
+			name: "servers must be a mapping",
+			doc:  "mcpServers: [a, b]\n",
+			want: []wantErr{{"m.yaml", "mcpServers", "mapping of server names"}},
+		},
+		{
+			name: "VS Code servers key is named in errors",
+			doc:  "servers: {x: {type: http, command: c}}\n",
+			want: []wantErr{{"m.yaml", "servers.x.type", "type http needs url"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), FormatYAML, "m.yaml", testOpts(nil))
+			checkErrors(t, err, tt.want)
+		})
+	}
+}
+
+func TestValidErrorsAreSortedAndStable(t *testing.T) {
+	doc := "mcpServers: {z: {}, a: {}, m: {url: x}}\ngateway: {log: {level: x, format: y}, listen: z}\n"
+	var first string
+	for i := range 20 {
+		_, err := Parse([]byte(doc), FormatYAML, "m.yaml", testOpts(nil))
+		if err == nil {
+			t.Fatal("Parse succeeded")
+		}
+		if i == 0 {
+			first = err.Error()
+		} else if err.Error() != first {
+			t.Fatalf("errors differ between runs:\n%s\n---\n%s", first, err)
+		}
+	}
+	want := strings.Join([]string{
+		`m.yaml: gateway.listen: must be host:port, such as "127.0.0.1:8080"`,
+		"m.yaml: gateway.log.format: must be json or console",
+		"m.yaml: gateway.log.level: must be debug, info, warn or error",
+		"m.yaml: mcpServers.a: needs command (a stdio server) or url (an http or sse server)",
+		"m.yaml: mcpServers.m.url: must be an absolute http(s) URL",
+		"m.yaml: mcpServers.z: needs command (a stdio server) or url (an http or sse server)",
+	}, "\n")
+	if first != want {
+		t.Errorf("errors:\n%s\nwant:\n%s", first, want)
+	}
+}
+
+func TestLoopbackListen(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:8080", "127.1.2.3:0", "[::1]:8080", "localhost:8080", "LOCALHOST:1", "[::ffff:127.0.0.1]:80"} {
+		t.Run(addr, func(t *testing.T) {
+			if _, err := Parse([]byte(`gateway: {listen: "`+addr+`"}`), FormatYAML, "m.yaml", testOpts(nil)); err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+		})
+	}
+	t.Run("insecure allows any address", func(t *testing.T) {
+		if _, err := Parse([]byte(`gateway: {listen: ":8080", insecure: true}`), FormatYAML, "m.yaml", testOpts(nil)); err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+	})
+}
+
+// testCA returns a freshly generated self-signed certificate in PEM form.
+func testCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
