@@ -1,0 +1,79 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// call runs f on the live session under the concurrency limit and the call
+// timeout, and turns transport failures into the package's errors. A
+// JSON-RPC error from the upstream is returned wrapped, code intact.
+func call[R any](ctx context.Context, u *Upstream, f func(context.Context, *mcp.ClientSession) (R, error)) (R, error) {
+	var zero R
+	ctx, stop := detach(ctx)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, u.callTimeout)
+	defer cancel()
+	cs, err := u.acquire(ctx)
+	if err != nil {
+		return zero, err
+	}
+	defer u.release()
+	res, err := f(ctx, cs)
+	if err == nil {
+		return res, nil
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), context.Canceled):
+		return zero, fmt.Errorf("upstream %q: %w after %s", u.cfg.Name, ErrTimeout, u.callTimeout)
+	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return zero, fmt.Errorf("upstream %q: %w (connection lost: %v)", u.cfg.Name, ErrUnavailable, err)
+	}
+	return zero, fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
+}
+
+// detach returns a context that is cancelled with ctx but carries none of
+// its values. The go-sdk keys protocol state on context values (the
+// downstream request's protocol version, its response stream): a downstream
+// request's must not leak into the upstream call, or an HTTP upstream gets
+// the client's MCP-Protocol-Version header.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, cancel := context.WithCancelCause(context.Background())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return d, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// CallTool forwards tools/call; params.Name is the upstream's own name.
+func (u *Upstream) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	return call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, params)
+	})
+}
+
+// GetPrompt forwards prompts/get.
+func (u *Upstream) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	return call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+		return cs.GetPrompt(ctx, params)
+	})
+}
+
+// ReadResource forwards resources/read; params.URI is the upstream's own URI.
+func (u *Upstream) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	return call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+		return cs.ReadResource(ctx, params)
+	})
+}
+
+// Complete forwards completion/complete.
+func (u *Upstream) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CompleteResult, error) {
+		return cs.Complete(ctx, params)
+	})
+}

@@ -1,0 +1,74 @@
+package upstream
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// connection is one transport to the upstream plus what must be stopped
+// with it (the stdio process).
+type connection struct {
+	transport mcp.Transport
+	proc      *process // nil for http and sse
+}
+
+func (c *connection) pid() int {
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.pid()
+}
+
+// exited is closed when the stdio process has exited; nil (never ready) for
+// other transports. A grandchild may hold the stdout pipe open after the
+// server died, so the session alone would not notice.
+func (c *connection) exited() <-chan struct{} {
+	if c.proc == nil {
+		return nil
+	}
+	return c.proc.exited
+}
+
+func (c *connection) stop(grace time.Duration) {
+	if c.proc != nil {
+		c.proc.stop(grace)
+	}
+}
+
+// dial prepares a transport for the configured server type. For stdio it
+// starts the process.
+func (u *Upstream) dial() (*connection, error) {
+	if u.opts.Transport != nil {
+		t, err := u.opts.Transport()
+		if err != nil {
+			return nil, err
+		}
+		return &connection{transport: t}, nil
+	}
+	switch u.cfg.Type {
+	case "stdio", "":
+		p, err := startProcess(u.cfg, u.opts.GuardPath, u.log)
+		if err != nil {
+			return nil, err
+		}
+		return &connection{
+			transport: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: u.opts.MaxMessageBytes},
+			proc:      p,
+		}, nil
+	case "http":
+		hc, err := newHTTPClient(u.cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2}}, nil
+	case "sse":
+		hc, err := newHTTPClient(u.cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &connection{transport: &mcp.SSEClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}}, nil
+	}
+	return nil, fmt.Errorf("unknown transport type %q", u.cfg.Type)
+}

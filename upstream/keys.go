@@ -1,0 +1,12 @@
+package upstream
+
+// Log field keys of this package.
+const (
+	keyLine      = "line"
+	keyRetryIn   = "retry_in"
+	keyProtocol  = "protocol_version"
+	keyTools     = "tools"
+	keyPrompts   = "prompts"
+	keyResources = "resources"
+	keyTemplates = "templates"
+)

@@ -1,0 +1,170 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// refreshDelay debounces list_changed notifications: a burst of them causes
+// one re-listing.
+const refreshDelay = 100 * time.Millisecond
+
+// supervise connects, serves, and reconnects with backoff until ctx is done.
+func (u *Upstream) supervise(ctx context.Context) {
+	delay := u.opts.BackoffInitial
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			u.mu.Lock()
+			u.status.Restarts++
+			u.mu.Unlock()
+		}
+		u.setState(StateConnecting, nil, 0)
+		started := time.Now()
+		err := u.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			u.setState(StateStopped, nil, 0)
+			return
+		}
+		u.setState(StateFailed, err, 0)
+		u.opts.OnChange(u)
+		// A connection that lived long is not a crash loop: start over.
+		if time.Since(started) > 2*u.opts.BackoffMax {
+			delay = u.opts.BackoffInitial
+		}
+		wait := delay/2 + rand.N(delay/2+1)
+		u.log.Warn("upstream failed; retrying", zap.Error(err), zap.Duration(keyRetryIn, wait))
+		select {
+		case <-ctx.Done():
+			u.setState(StateStopped, nil, 0)
+			return
+		case <-time.After(wait):
+		}
+		delay = min(delay*2, u.opts.BackoffMax)
+	}
+}
+
+// connectAndServe runs one connection: connect, list, then serve refreshes
+// until the session ends or ctx is done.
+func (u *Upstream) connectAndServe(ctx context.Context) error {
+	conn, err := u.dial()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, u.opts.ConnectTimeout)
+	defer cancel()
+	cs, err := u.newClient().Connect(cctx, conn.transport, nil)
+	if err != nil {
+		conn.stop(u.opts.StopGrace)
+		return fmt.Errorf("connect: %w", connectError(cctx, err, u.opts.ConnectTimeout))
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cs.Wait() }()
+	defer func() {
+		// The process first (stdin EOF, then signals), so that it exits with
+		// its stdout still open; then the session, which has seen the EOF.
+		conn.stop(u.opts.StopGrace)
+		cs.Close()
+		<-ended
+	}()
+
+	cat, err := fetchCatalog(cctx, cs, nil, kindAll)
+	if err != nil {
+		return fmt.Errorf("list: %w", connectError(cctx, err, u.opts.ConnectTimeout))
+	}
+	u.catalog.Store(cat)
+	u.mu.Lock()
+	u.session = cs
+	u.mu.Unlock()
+	defer func() {
+		u.mu.Lock()
+		u.session = nil
+		u.mu.Unlock()
+	}()
+	u.setState(StateReady, nil, conn.pid())
+	u.log.Info("upstream ready",
+		zap.String(keyProtocol, cat.ProtocolVersion),
+		zap.Int(keyTools, len(cat.Tools)), zap.Int(keyPrompts, len(cat.Prompts)),
+		zap.Int(keyResources, len(cat.Resources)), zap.Int(keyTemplates, len(cat.Templates)))
+	u.opts.OnChange(u)
+
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-ended:
+			ended <- err // for the deferred Close
+			if err == nil {
+				err = errors.New("server closed the connection")
+			}
+			return fmt.Errorf("session ended: %w", err)
+		case <-conn.exited():
+			return fmt.Errorf("server process exited: %v", conn.proc.err)
+		case <-u.refresh:
+			debounce.Reset(refreshDelay)
+		case <-debounce.C:
+			k := kind(u.pending.Swap(0))
+			rctx, cancel := context.WithTimeout(ctx, u.opts.ConnectTimeout)
+			next, err := fetchCatalog(rctx, cs, u.catalog.Load(), k)
+			cancel()
+			if err != nil {
+				u.log.Warn("upstream refresh failed", zap.Error(err))
+				continue
+			}
+			u.catalog.Store(next)
+			u.opts.OnChange(u)
+		}
+	}
+}
+
+func connectError(ctx context.Context, err error, limit time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %s: %w", limit, err)
+	}
+	return err
+}
+
+// listChanged records that lists of kind k changed; the supervisor re-lists
+// after refreshDelay. Called from SDK notification handlers: never blocks.
+func (u *Upstream) listChanged(k kind) {
+	for {
+		old := u.pending.Load()
+		if u.pending.CompareAndSwap(old, old|uint32(k)) {
+			break
+		}
+	}
+	select {
+	case u.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// newClient builds the go-sdk client for one connection. It declares no
+// client capabilities: server→client requests are relayed by a later layer.
+func (u *Upstream) newClient() *mcp.Client {
+	keepAlive := u.opts.KeepAlive
+	if keepAlive < 0 {
+		keepAlive = 0
+	}
+	c := mcp.NewClient(u.opts.ClientInfo, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		// Results pass through untouched, input_required ones included.
+		MultiRoundTrip:             &mcp.MultiRoundTripOptions{Disabled: true},
+		KeepAlive:                  keepAlive,
+		KeepAliveFailureThreshold:  2,
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.listChanged(kindTools) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.listChanged(kindPrompts) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.listChanged(kindResources) },
+	})
+	c.AddReceivingMiddleware(mcpx.Recover(u.log))
+	return c
+}

@@ -1,0 +1,248 @@
+// Package upstream holds one supervised MCP client per configured server:
+// it connects (stdio subprocess, streamable HTTP or legacy SSE), initializes,
+// caches the server's tools, prompts, resources and templates with full
+// pagination, refreshes them on list_changed (debounced), restarts the
+// connection with backoff when it fails, and stops the server gracefully
+// (stdio: close stdin, wait, SIGTERM, SIGKILL to its whole process group).
+//
+// It knows nothing of namespaces or policy: the gateway reads each
+// upstream's Catalog and routes calls to it by original name.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// Errors returned by calls through an Upstream; wrapped with the server name.
+var (
+	// ErrUnavailable: the upstream is not connected (starting, restarting or failed).
+	ErrUnavailable = errors.New("upstream unavailable")
+	// ErrTimeout: the upstream did not answer within the call timeout.
+	ErrTimeout = errors.New("upstream timed out")
+	// ErrBusy: the upstream's concurrency limit stayed full until the call timed out.
+	ErrBusy = errors.New("upstream busy")
+	// ErrClosed: the Upstream was closed.
+	ErrClosed = errors.New("upstream closed")
+)
+
+// State is the connection state of an upstream.
+type State string
+
+// States, in the order an upstream normally goes through them.
+const (
+	StateConnecting State = "connecting"
+	StateReady      State = "ready"
+	StateFailed     State = "failed" // waiting to retry
+	StateStopped    State = "stopped"
+)
+
+// Status is a point-in-time report of an upstream, for logs and /status.
+type Status struct {
+	Name      string    `json:"name"`
+	State     State     `json:"state"`
+	Error     string    `json:"error,omitempty"`
+	Since     time.Time `json:"since"`
+	Restarts  int       `json:"restarts"`
+	PID       int       `json:"pid,omitempty"`
+	Transport string    `json:"transport"`
+}
+
+// Options configures an Upstream. The zero value of each field is its default.
+type Options struct {
+	// Logger receives the upstream's logs (already named by the caller); nil = no-op.
+	Logger *zap.Logger
+	// ConnectTimeout bounds connect + initialize + first listing. Default 30s.
+	ConnectTimeout time.Duration
+	// CallTimeout bounds each forwarded call unless the server config sets its own. Default 60s.
+	CallTimeout time.Duration
+	// BackoffInitial and BackoffMax bound the reconnect delay, doubled per
+	// failure with jitter. Defaults 500ms and 30s.
+	BackoffInitial, BackoffMax time.Duration
+	// MaxConcurrency caps in-flight calls unless the server config sets its own. Default 64.
+	MaxConcurrency int
+	// MaxMessageBytes caps one message read from a stdio upstream. Default 4 MiB.
+	MaxMessageBytes int
+	// StopGrace is each wait of the graceful stop (after closing stdin, after SIGTERM). Default 2s.
+	StopGrace time.Duration
+	// KeepAlive is the ping interval; a failed ping restarts the connection. Default 30s; negative disables.
+	KeepAlive time.Duration
+	// GuardPath is an executable that implements `upstream-guard` (the manifold
+	// binary). Empty: stdio upstreams are started directly, and a SIGKILLed
+	// gateway may leave their grandchildren behind.
+	GuardPath string
+	// ClientInfo is sent to the upstream in initialize. Default {Name: "manifold"}.
+	ClientInfo *mcp.Implementation
+	// Transport, when set, replaces the configured transport: each connection
+	// attempt calls it. For in-process upstreams and tests (in-memory transports).
+	Transport func() (mcp.Transport, error)
+	// OnChange is called after the catalog or state changed. It runs on the
+	// upstream's own goroutine and must not block for long.
+	OnChange func(*Upstream)
+}
+
+func (o *Options) withDefaults() Options {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.Logger == nil {
+		out.Logger = zap.NewNop()
+	}
+	setDefault(&out.ConnectTimeout, 30*time.Second)
+	setDefault(&out.CallTimeout, 60*time.Second)
+	setDefault(&out.BackoffInitial, 500*time.Millisecond)
+	setDefault(&out.BackoffMax, 30*time.Second)
+	setDefault(&out.StopGrace, 2*time.Second)
+	setDefault(&out.KeepAlive, 30*time.Second)
+	setDefault(&out.MaxConcurrency, 64)
+	setDefault(&out.MaxMessageBytes, 4<<20)
+	if out.ClientInfo == nil {
+		out.ClientInfo = &mcp.Implementation{Name: "manifold"}
+	}
+	if out.OnChange == nil {
+		out.OnChange = func(*Upstream) {}
+	}
+	return out
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Upstream is one supervised MCP client. Its methods are safe for concurrent
+// use. Start it once; Close stops it and waits for its goroutines.
+type Upstream struct {
+	cfg         config.Server
+	opts        Options
+	log         *zap.Logger
+	callTimeout time.Duration
+	slots       chan struct{} // concurrency limit
+
+	catalog atomic.Pointer[Catalog]
+	refresh chan struct{} // list_changed seen (buffered 1)
+	pending atomic.Uint32 // kinds to refresh
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	status  Status
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns an Upstream for cfg; call Start to connect.
+func New(cfg config.Server, opts *Options) *Upstream {
+	o := opts.withDefaults()
+	u := &Upstream{
+		cfg:         cfg,
+		opts:        o,
+		log:         o.Logger,
+		callTimeout: o.CallTimeout,
+		refresh:     make(chan struct{}, 1),
+		done:        make(chan struct{}),
+	}
+	if cfg.Timeout > 0 {
+		u.callTimeout = cfg.Timeout
+	}
+	n := o.MaxConcurrency
+	if cfg.MaxConcurrency > 0 {
+		n = cfg.MaxConcurrency
+	}
+	u.slots = make(chan struct{}, n)
+	u.status = Status{Name: cfg.Name, State: StateConnecting, Since: time.Now(), Transport: cfg.Type}
+	return u
+}
+
+// Name returns the server's configured name.
+func (u *Upstream) Name() string { return u.cfg.Name }
+
+// Config returns the server config the Upstream was built from.
+func (u *Upstream) Config() config.Server { return u.cfg }
+
+// Catalog returns the latest listing, or nil before the first successful
+// connect. It is kept while the upstream restarts, so that its names stay
+// stable and calls get a clear "unavailable" error meanwhile.
+func (u *Upstream) Catalog() *Catalog { return u.catalog.Load() }
+
+// Status reports the current state.
+func (u *Upstream) Status() Status {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.status
+}
+
+// Start launches the supervisor goroutine. ctx bounds the Upstream's life;
+// Close stops it earlier.
+func (u *Upstream) Start(ctx context.Context) {
+	ctx, u.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(u.done)
+		u.supervise(ctx)
+	}()
+}
+
+// Close stops the supervisor, closes the session and stops the server
+// process, waiting at most until ctx is done.
+func (u *Upstream) Close(ctx context.Context) error {
+	if u.cancel == nil {
+		return nil
+	}
+	u.cancel()
+	select {
+	case <-u.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("upstream %q: stop: %w", u.cfg.Name, ctx.Err())
+	}
+}
+
+// Done is closed when the supervisor has exited after Close.
+func (u *Upstream) Done() <-chan struct{} { return u.done }
+
+func (u *Upstream) setState(s State, err error, pid int) {
+	u.mu.Lock()
+	u.status.State = s
+	u.status.Since = time.Now()
+	u.status.Error = ""
+	if err != nil {
+		u.status.Error = err.Error()
+	}
+	u.status.PID = pid
+	u.mu.Unlock()
+}
+
+// acquire takes a concurrency slot and returns the live session.
+func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	cs, st := u.session, u.status
+	u.mu.Unlock()
+	if cs == nil {
+		if st.State == StateStopped {
+			return nil, fmt.Errorf("upstream %q: %w", u.cfg.Name, ErrClosed)
+		}
+		if st.Error != "" {
+			return nil, fmt.Errorf("upstream %q: %w (%s; retrying)", u.cfg.Name, ErrUnavailable, st.Error)
+		}
+		return nil, fmt.Errorf("upstream %q: %w (%s)", u.cfg.Name, ErrUnavailable, st.State)
+	}
+	select {
+	case u.slots <- struct{}{}:
+		return cs, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
+	}
+}
+
+func (u *Upstream) release() { <-u.slots }
