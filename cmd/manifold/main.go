@@ -1,0 +1,68 @@
+// Command manifold is the Manifold MCP gateway: one MCP endpoint in front of
+// many MCP servers. See README.md for usage.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/upstream"
+)
+
+const usage = `manifold — one MCP endpoint in front of many MCP servers
+
+Usage:
+  manifold serve [--config FILE] [--listen ADDR] [--stdio] [--log-file FILE]
+  manifold validate --config FILE
+  manifold demo-server [--name NAME] [--http ADDR]
+  manifold version
+
+Without --config, serve uses an embedded default that fronts two built-in
+demo servers. See README.md and config/REFERENCE.md.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches a subcommand and returns the process exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// A second signal after the first one kills at once.
+		<-ctx.Done()
+		stop()
+	}()
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdin, stdout, stderr)
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "demo-server":
+		if err := demo.Main(ctx, args[1:], stdin, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "demo-server: %v\n", err)
+			return 1
+		}
+		return 0
+	case "version", "--version", "-v":
+		printVersion(stdout)
+		return 0
+	case "upstream-guard": // internal: see upstream.RunGuard
+		return upstream.RunGuard(args[1:], stderr)
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "manifold: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/gateway"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "config file (YAML or JSON); default: the embedded demo config")
+	listen := fs.String("listen", "", "listen address, overrides gateway.listen")
+	stdio := fs.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
+	logFile := fs.String("log-file", "", "write logs to this file instead of stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	if *listen != "" {
+		cfg.Gateway.Listen = *listen
+		if err := cfg.Validate(); err != nil {
+			printConfigError(stderr, err)
+			return 1
+		}
+	}
+	logger, closeLog, err := newLogger(cfg.Gateway.Log, *logFile, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "manifold: %v\n", err)
+		return 1
+	}
+	defer closeLog()
+
+	exe, err := os.Executable()
+	if err != nil {
+		logger.Warn("cannot find own executable; stdio upstreams run without the process-group guard", zap.Error(err))
+	}
+	gw, err := gateway.New(cfg, &gateway.Options{Logger: logger, Version: version(), GuardPath: exe})
+	if err != nil {
+		logger.Error("gateway", zap.Error(err))
+		return 1
+	}
+	logger.Info("starting", zap.String("config", cfg.Source), zap.Int("upstreams", len(cfg.Enabled())))
+	gw.Start(ctx)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Gateway.Timeouts.Drain)
+		defer cancel()
+		if err := gw.Close(sctx); err != nil {
+			logger.Warn("stopping upstreams", zap.Error(err))
+		}
+		logger.Info("stopped")
+	}()
+
+	if *stdio {
+		if err := gw.ServeStdio(ctx, stdin, stdout); err != nil {
+			return 1
+		}
+		return 0
+	}
+	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
+	if err != nil {
+		logger.Error("listen", zap.Error(err))
+		return 1
+	}
+	if err := gw.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error("serve", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// loadConfig loads path, or the embedded default when path is empty.
+// ${MANIFOLD_BINARY} resolves to this executable, so the default config can
+// start the built-in demo servers.
+func loadConfig(path string) (*config.Config, error) {
+	opts := &config.LoadOptions{LookupEnv: func(k string) (string, bool) {
+		if k == "MANIFOLD_BINARY" {
+			if v, ok := os.LookupEnv(k); ok {
+				return v, true
+			}
+			exe, err := os.Executable()
+			return exe, err == nil
+		}
+		return os.LookupEnv(k)
+	}}
+	if path == "" {
+		return config.LoadDefault(opts)
+	}
+	return config.Load(path, opts)
+}
+
+func printConfigError(w io.Writer, err error) {
+	if fes := config.FieldErrors(err); len(fes) > 0 {
+		fmt.Fprintf(w, "config has %d problem(s):\n", len(fes))
+		for _, fe := range fes {
+			fmt.Fprintf(w, "  %v\n", fe)
+		}
+		return
+	}
+	fmt.Fprintf(w, "config: %v\n", err)
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "config file to validate (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *cfgPath == "" {
+		fmt.Fprintln(stderr, "validate: --config FILE is required")
+		return 2
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d servers enabled)\n", cfg.Source, len(cfg.Enabled()))
+	return 0
+}
+
+// newLogger builds the root logger from gateway.log, writing to file or to
+// stderr (never stdout: stdout may carry the stdio protocol).
+func newLogger(c config.Log, file string, stderr io.Writer) (*zap.Logger, func(), error) {
+	level, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway.log.level: %w", err)
+	}
+	var sink zapcore.WriteSyncer = zapcore.AddSync(stderr)
+	closeFn := func() {}
+	if file != "" {
+		f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log file: %w", err)
+		}
+		sink = zapcore.Lock(f)
+		closeFn = func() { f.Close() }
+	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder = zapcore.NewJSONEncoder(encCfg)
+	if c.Format == "console" {
+		enc = zapcore.NewConsoleEncoder(encCfg)
+	}
+	logger := zap.New(zapcore.NewCore(enc, sink, level), zap.ErrorOutput(sink))
+	return logger, func() { logger.Sync(); closeFn() }, nil
+}

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkCallTool measures one tools/call end to end over in-memory
+// transports: "direct" is a client calling the demo server itself (the
+// floor), "gateway" the same call through the gateway (lookup, forward,
+// result rewrite, both JSON-RPC hops). The difference is the gateway's cost.
+func BenchmarkCallTool(b *testing.B) {
+	args := map[string]any{"message": "hello"}
+	b.Run("direct", func(b *testing.B) {
+		srv := demo.NewServer("alpha", nil)
+		ct, st := mcp.NewInMemoryTransports()
+		if _, err := srv.Connect(context.Background(), st, nil); err != nil {
+			b.Fatal(err)
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), ct, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		benchCalls(b, cs, "echo", args)
+	})
+	b.Run("gateway", func(b *testing.B) {
+		h := newBenchHarness(b)
+		benchCalls(b, h.client, "alpha__echo", args)
+	})
+}
+
+func benchCalls(b *testing.B, cs *mcp.ClientSession, name string, args map[string]any) {
+	ctx := context.Background()
+	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := cs.CallTool(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCallToolParallel is BenchmarkCallTool/gateway from GOMAXPROCS
+// goroutines on one session.
+func BenchmarkCallToolParallel(b *testing.B) {
+	h := newBenchHarness(b)
+	params := &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"message": "hello"}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := h.client.CallTool(context.Background(), params); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkRouteLookup is the gateway's own work on the call path: one
+// atomic load and a map lookup in a table of 10,000 tools.
+func BenchmarkRouteLookup(b *testing.B) {
+	r := &routes{tools: map[string]route{}}
+	for i := range 10000 {
+		r.tools[fmt.Sprintf("server%d__tool_%d", i%10, i)] = route{original: fmt.Sprint(i)}
+	}
+	var g Gateway
+	g.routes.Store(r)
+	name := "server7__tool_4567"
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := g.routes.Load().tools[name]; !ok {
+			b.Fatal("missing")
+		}
+	}
+}
+
+// BenchmarkBuildRoutes merges 10 upstreams of 1,000 tools each into one
+// routing generation (what runs after every upstream list change).
+func BenchmarkBuildRoutes(b *testing.B) {
+	var ups []*upstream.Upstream
+	for s := range 10 {
+		name := fmt.Sprintf("server%d", s)
+		srv := mcp.NewServer(&mcp.Implementation{Name: name}, nil)
+		for i := range 1000 {
+			srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("tool_%d", i), InputSchema: map[string]any{"type": "object"}},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{}, nil
+				})
+		}
+		up := upstream.New(config.Server{Name: name, Type: "stdio"}, &upstream.Options{Transport: func() (mcp.Transport, error) {
+			ct, st := mcp.NewInMemoryTransports()
+			_, err := srv.Connect(context.Background(), st, nil)
+			return ct, err
+		}})
+		ups = append(ups, up)
+	}
+	for _, up := range ups {
+		up.Start(context.Background())
+		defer up.Close(context.Background())
+	}
+	for _, up := range ups {
+		for up.Catalog() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r, _ := buildRoutes(ups, namespacing.Options{}, "")
+		if len(r.tools) != 10000 {
+			b.Fatalf("tools = %d", len(r.tools))
+		}
+	}
+}
+
+func newBenchHarness(b *testing.B) *harness {
+	cfg := &config.Config{Servers: map[string]config.Server{
+		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
+	}, Gateway: config.DefaultGateway()}
+	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
+	gw, err := New(cfg, &Options{Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw.Start(context.Background())
+	b.Cleanup(func() { gw.Close(context.Background()) })
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := gw.Server().Connect(context.Background(), st, nil); err != nil {
+		b.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return &harness{gw: gw, client: cs}
+}

@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"errors"
+
+	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// JSON-RPC error codes of the gateway itself (the -32000…-32099 range is for
+// implementations; MCP uses -32002 and -32020…-32042). Errors that an
+// upstream returns keep their own code.
+const (
+	// CodeUpstreamUnavailable: the upstream is not connected (starting, restarting, failed).
+	CodeUpstreamUnavailable = -32050
+	// CodeUpstreamTimeout: the upstream did not answer within the call timeout.
+	CodeUpstreamTimeout = -32051
+	// CodeUpstreamBusy: the upstream's concurrency limit stayed full.
+	CodeUpstreamBusy = -32052
+)
+
+// upstreamError turns an error from an upstream call into the JSON-RPC error
+// the client gets: the upstream's own error as it was (code, message, data),
+// or one of the gateway's codes naming the server.
+func upstreamError(err error) error {
+	if rpcErr, ok := mcpx.AsRPCError(err); ok {
+		return rpcErr
+	}
+	code := int64(jsonrpc.CodeInternalError)
+	switch {
+	case errors.Is(err, upstream.ErrUnavailable), errors.Is(err, upstream.ErrClosed):
+		code = CodeUpstreamUnavailable
+	case errors.Is(err, upstream.ErrTimeout):
+		code = CodeUpstreamTimeout
+	case errors.Is(err, upstream.ErrBusy):
+		code = CodeUpstreamBusy
+	}
+	return &jsonrpc.Error{Code: code, Message: err.Error()}
+}

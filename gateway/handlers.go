@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+
+	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// metaServerInfo is the _meta key the SDK fills with the answering server's
+// identity only when absent: an upstream's value is removed so that clients
+// see the gateway.
+const metaServerInfo = "io.modelcontextprotocol/serverInfo"
+
+// callTool forwards tools/call to the upstream owning the name.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	rt, ok := g.routes.Load().tools[req.Params.Name]
+	if !ok {
+		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown tool %q", req.Params.Name)
+	}
+	params := &mcp.CallToolParams{Meta: forwardMeta(req.Params.Meta), Name: rt.original}
+	if len(req.Params.Arguments) > 0 {
+		params.Arguments = req.Params.Arguments
+	}
+	res, err := rt.up.CallTool(ctx, params)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	delete(res.Meta, metaServerInfo)
+	rewriteContent(rt.prefix, res.Content)
+	return res, nil
+}
+
+// getPrompt forwards prompts/get.
+func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	rt, ok := g.routes.Load().prompts[req.Params.Name]
+	if !ok {
+		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown prompt %q", req.Params.Name)
+	}
+	params := *req.Params
+	params.Name = rt.original
+	params.Meta = forwardMeta(params.Meta)
+	res, err := rt.up.GetPrompt(ctx, &params)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	delete(res.Meta, metaServerInfo)
+	for _, m := range res.Messages {
+		rewriteContent(rt.prefix, []mcp.Content{m.Content})
+	}
+	return res, nil
+}
+
+// readResourceHandler forwards resources/read. It is registered with every
+// resource and template, but reads are intercepted earlier (readResources)
+// so that URIs found only in tool results are readable too.
+func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	rt, ok := g.routes.Load().resource(req.Params.URI)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	params := *req.Params
+	params.URI = rt.original
+	params.Meta = forwardMeta(params.Meta)
+	res, err := rt.up.ReadResource(ctx, &params)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	delete(res.Meta, metaServerInfo)
+	for _, c := range res.Contents {
+		if c != nil && c.URI != "" {
+			c.URI = namespacing.WrapURI(rt.prefix, c.URI)
+		}
+	}
+	return res, nil
+}
+
+// complete forwards completion/complete for a prompt argument or a resource
+// template variable.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	if req.Params == nil || req.Params.Ref == nil {
+		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "completion/complete: missing ref")
+	}
+	r := g.routes.Load()
+	params := *req.Params
+	params.Meta = forwardMeta(params.Meta)
+	ref := *req.Params.Ref
+	params.Ref = &ref
+	var rt route
+	var ok bool
+	switch ref.Type {
+	case "ref/prompt":
+		rt, ok = r.prompts[ref.Name]
+		ref.Name = rt.original
+	case "ref/resource":
+		rt, ok = r.resource(ref.URI)
+		ref.URI = rt.original
+	}
+	if !ok {
+		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "completion/complete: unknown %s", refLabel(req.Params.Ref))
+	}
+	res, err := rt.up.Complete(ctx, &params)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	delete(res.Meta, metaServerInfo)
+	return res, nil
+}
+
+func refLabel(ref *mcp.CompleteReference) string {
+	if ref.Type == "ref/resource" {
+		return "resource " + ref.URI
+	}
+	return "prompt " + ref.Name
+}
+
+// hopMetaPrefix marks the _meta keys that describe one hop of the
+// 2026-07-28 protocol (protocolVersion, clientInfo, clientCapabilities,
+// logLevel, subscriptionId): the downstream client's values must not reach
+// the upstream, whose client session sets its own.
+const hopMetaPrefix = "io.modelcontextprotocol/"
+
+// forwardMeta returns the request _meta to send upstream: everything but the
+// hop keys. It copies only when there is something to drop.
+func forwardMeta(m mcp.Meta) mcp.Meta {
+	drop := false
+	for k := range m {
+		if strings.HasPrefix(k, hopMetaPrefix) {
+			drop = true
+			break
+		}
+	}
+	if !drop {
+		return m
+	}
+	out := make(mcp.Meta, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, hopMetaPrefix) {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// rewriteContent puts URIs that an upstream hands out inside content
+// (resource links, embedded resources) into the client's namespace, so that
+// they can be read back through the gateway.
+func rewriteContent(prefix string, content []mcp.Content) {
+	if prefix == "" {
+		return
+	}
+	for _, c := range content {
+		switch c := c.(type) {
+		case *mcp.ResourceLink:
+			c.URI = namespacing.WrapURI(prefix, c.URI)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				c.Resource.URI = namespacing.WrapURI(prefix, c.Resource.URI)
+			}
+		}
+	}
+}
+
+// interceptor answers the methods the gateway must own before the SDK's
+// own handling: resources/read (the SDK rejects URIs it has not registered,
+// such as those of resource links) and the instructions of initialize and
+// server/discover (merged from upstreams that may connect later).
+func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "resources/read":
+			if rr, ok := req.(*mcp.ReadResourceRequest); ok && rr.Params != nil {
+				return g.readResourceHandler(ctx, rr)
+			}
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
+				ir.Instructions = g.routes.Load().instructions
+			}
+			return res, err
+		case "server/discover":
+			res, err := next(ctx, method, req)
+			if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
+				dr.Instructions = g.routes.Load().instructions
+			}
+			return res, err
+		}
+		return next(ctx, method, req)
+	}
+}

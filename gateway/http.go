@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// modernProtocol is the first protocol version served statelessly. The
+// SDK's stateful handler rejects it, so /mcp routes per request.
+const modernProtocol = "2026-07-28"
+
+// Handler returns the gateway's HTTP handler:
+//
+//	/mcp  streamable HTTP; requests whose MCP-Protocol-Version is 2026-07-28
+//	      or later go to a stateless handler, older ones to the stateful one
+//	/sse  legacy HTTP+SSE (2024-11-05); messages are POSTed to /sse?sessionid=…
+//
+// wrapped in Host/Origin checks (DNS rebinding), the message size limit and
+// the session limit.
+func (g *Gateway) Handler() http.Handler {
+	lim := g.cfg.Gateway.Limits
+	getServer := func(*http.Request) *mcp.Server { return g.server }
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		SessionTimeout:             lim.SessionIdleTimeout,
+		MaxRequestBodyBytes:        lim.MaxMessageBytes,
+		DisableLocalhostProtection: true, // hostCheck does it, with allowedHosts
+	})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		MaxRequestBodyBytes:          lim.MaxMessageBytes,
+		DisableLocalhostProtection:   true,
+	})
+	sse := mcp.NewSSEHandler(getServer, &mcp.SSEOptions{
+		MaxRequestBodyBytes:        lim.MaxMessageBytes,
+		DisableLocalhostProtection: true,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernProtocol {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !g.admitSession(w) {
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	}))
+	mux.Handle("/sse", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && !g.admitSession(w) {
+			return
+		}
+		sse.ServeHTTP(w, r)
+	}))
+	return g.checkHostOrigin(g.limitBody(mux))
+}
+
+// admitSession enforces gateway.limits.maxSessions on requests that would
+// open a session. It writes the refusal itself.
+func (g *Gateway) admitSession(w http.ResponseWriter) bool {
+	max := g.cfg.Gateway.Limits.MaxSessions
+	n := 0
+	for range g.server.Sessions() {
+		n++
+	}
+	if n < max {
+		return true
+	}
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, fmt.Sprintf("too many sessions: the gateway serves at most %d (gateway.limits.maxSessions)", max), http.StatusServiceUnavailable)
+	return false
+}
+
+// limitBody answers 413 with an explanation when the declared body is over
+// the limit; bodies without a length are cut by the SDK's own limit.
+func (g *Gateway) limitBody(next http.Handler) http.Handler {
+	max := g.cfg.Gateway.Limits.MaxMessageBytes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			http.Error(w, fmt.Sprintf("message of %d bytes exceeds the gateway's limit of %d bytes (gateway.limits.maxMessageBytes)", r.ContentLength, max), http.StatusRequestEntityTooLarge)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkHostOrigin protects against DNS rebinding and cross-site requests.
+// On a loopback listener the Host header must name loopback or one of
+// gateway.allowedHosts. A browser Origin must be the same host or listed in
+// gateway.allowedOrigins.
+func (g *Gateway) checkHostOrigin(next http.Handler) http.Handler {
+	gw := g.cfg.Gateway
+	listenHost, _, _ := net.SplitHostPort(gw.Listen)
+	loopbackOnly := isLoopback(listenHost)
+	hosts := map[string]bool{}
+	for _, h := range gw.AllowedHosts {
+		hosts[strings.ToLower(stripPort(h))] = true
+	}
+	origins := map[string]bool{}
+	for _, o := range gw.AllowedOrigins {
+		origins[strings.TrimSuffix(strings.ToLower(o), "/")] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := strings.ToLower(stripPort(r.Host))
+		if loopbackOnly && !isLoopback(host) && !hosts[host] {
+			g.log.Warn("request refused: Host not allowed", zap.String(keyName, r.Host))
+			http.Error(w, fmt.Sprintf("Host %q is not allowed (DNS rebinding protection; see gateway.allowedHosts)", r.Host), http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !origins[strings.ToLower(origin)] {
+			u, err := url.Parse(origin)
+			if err != nil || !strings.EqualFold(u.Host, r.Host) {
+				g.log.Warn("request refused: Origin not allowed", zap.String(keyName, origin))
+				http.Error(w, fmt.Sprintf("Origin %q is not allowed (see gateway.allowedOrigins)", origin), http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func stripPort(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return strings.Trim(h, "[]")
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve serves Handler on ln (with TLS when gateway.tls is set) until ctx is
+// done, then shuts down, letting requests in flight finish within the drain
+// timeout.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
+	}
+	errc := make(chan error, 1)
+	go func() {
+		tls := g.cfg.Gateway.TLS
+		if tls.CertFile != "" {
+			errc <- srv.ServeTLS(ln, tls.CertFile, tls.KeyFile)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	g.log.Info("serving", zap.String(keyAddr, ln.Addr().String()), zap.Bool("tls", g.cfg.Gateway.TLS.CertFile != ""))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Gateway.Timeouts.Drain)
+	defer cancel()
+	// Long-lived streams (SSE, GET) never finish by themselves: close the
+	// sessions so that Shutdown can complete.
+	for ss := range g.server.Sessions() {
+		ss.Close()
+	}
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return err
+}

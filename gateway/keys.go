@@ -1,0 +1,13 @@
+package gateway
+
+// Log field keys of this package.
+const (
+	keyServer = "server"
+	keyPID    = "pid"
+	keyState  = "state"
+	keyError  = "error"
+	keyReason = "reason"
+	keyKind   = "kind"
+	keyName   = "name"
+	keyAddr   = "addr"
+)

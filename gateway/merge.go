@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+)
+
+// mergeProblem is something in an upstream's lists that the gateway had to
+// skip; reported in logs and status, never fatal.
+type mergeProblem struct {
+	server, kind, name, reason string
+}
+
+func (p mergeProblem) String() string {
+	return fmt.Sprintf("%s %q of server %q skipped: %s", p.kind, p.name, p.server, p.reason)
+}
+
+// buildRoutes merges the catalogs of ups (sorted by name) into one routing
+// generation. It is pure apart from reading each upstream's Catalog.
+func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header string) (*routes, []mergeProblem) {
+	r := &routes{
+		tools:    map[string]route{},
+		prompts:  map[string]route{},
+		byPrefix: map[string]*upstream.Upstream{},
+		byName:   map[string]*upstream.Upstream{},
+	}
+	var problems []mergeProblem
+	var toolSrc, promptSrc []namespacing.Source
+	toolByKey := map[[2]string]*mcp.Tool{}
+	promptByKey := map[[2]string]*mcp.Prompt{}
+	exact, templates := map[string]string{}, map[string]string{}
+	var unprefixed []string
+	var instructions strings.Builder
+	instructions.WriteString(header)
+
+	for _, up := range ups {
+		name, prefix := up.Name(), up.Config().Namespace()
+		r.byName[name] = up
+		if prefix != "" {
+			r.byPrefix[prefix] = up
+		} else {
+			unprefixed = append(unprefixed, name)
+		}
+		cat := up.Catalog()
+		if cat == nil {
+			continue
+		}
+		if cat.Instructions != "" {
+			fmt.Fprintf(&instructions, "\n\n## %s\n%s", name, strings.TrimSpace(cat.Instructions))
+		}
+		src := namespacing.Source{Server: name, Prefix: prefix}
+		for _, t := range cat.Tools {
+			if reason := checkSchema(t); reason != "" {
+				problems = append(problems, mergeProblem{name, "tool", t.Name, reason})
+				continue
+			}
+			src.Names = append(src.Names, t.Name)
+			toolByKey[[2]string{name, t.Name}] = t
+		}
+		toolSrc = append(toolSrc, src)
+		src = namespacing.Source{Server: name, Prefix: prefix}
+		for _, p := range cat.Prompts {
+			src.Names = append(src.Names, p.Name)
+			promptByKey[[2]string{name, p.Name}] = p
+		}
+		promptSrc = append(promptSrc, src)
+
+		for _, res := range cat.Resources {
+			uri := namespacing.WrapURI(prefix, res.URI)
+			if reason := checkURI(uri); reason != "" {
+				problems = append(problems, mergeProblem{name, "resource", res.URI, reason})
+				continue
+			}
+			if prefix == "" {
+				if owner, dup := exact[res.URI]; dup && owner != name {
+					problems = append(problems, mergeProblem{name, "resource", res.URI, fmt.Sprintf("URI already exposed by unprefixed server %q", owner)})
+					continue
+				}
+				exact[res.URI] = name
+			}
+			def := *res
+			def.URI = uri
+			r.resourceDefs = append(r.resourceDefs, &def)
+		}
+		for _, t := range cat.Templates {
+			tmpl := namespacing.WrapURI(prefix, t.URITemplate)
+			if reason := checkTemplate(tmpl); reason != "" {
+				problems = append(problems, mergeProblem{name, "resource template", t.URITemplate, reason})
+				continue
+			}
+			if prefix == "" {
+				templates[t.URITemplate] = name
+			}
+			def := *t
+			def.URITemplate = tmpl
+			r.templateDefs = append(r.templateDefs, &def)
+		}
+	}
+	fallback := ""
+	if len(unprefixed) == 1 {
+		fallback = unprefixed[0]
+	}
+	r.owners = namespacing.NewOwners(exact, templates, fallback)
+
+	_, ordered, collisions := namespacing.Merge(toolSrc, opts)
+	for _, c := range collisions {
+		problems = append(problems, mergeProblem{c.Dropped.Server, "tool", c.Dropped.Original, c.Error()})
+	}
+	for _, e := range ordered {
+		up := r.byName[e.Server]
+		r.tools[e.Exposed] = route{up: up, original: e.Original, prefix: up.Config().Namespace()}
+		def := *toolByKey[[2]string{e.Server, e.Original}]
+		def.Name = e.Exposed
+		r.toolDefs = append(r.toolDefs, &def)
+	}
+	_, ordered, collisions = namespacing.Merge(promptSrc, opts)
+	for _, c := range collisions {
+		problems = append(problems, mergeProblem{c.Dropped.Server, "prompt", c.Dropped.Original, c.Error()})
+	}
+	for _, e := range ordered {
+		up := r.byName[e.Server]
+		r.prompts[e.Exposed] = route{up: up, original: e.Original, prefix: up.Config().Namespace()}
+		def := *promptByKey[[2]string{e.Server, e.Original}]
+		def.Name = e.Exposed
+		r.promptDefs = append(r.promptDefs, &def)
+	}
+	r.instructions = instructions.String()
+	return r, problems
+}
+
+// checkSchema reports why mcp.Server.AddTool would reject (panic on) t.
+func checkSchema(t *mcp.Tool) string {
+	m, ok := t.InputSchema.(map[string]any)
+	if !ok {
+		return "input schema is not a JSON object"
+	}
+	if m["type"] != "object" {
+		return `input schema type is not "object"`
+	}
+	return ""
+}
+
+// checkURI reports why mcp.Server.AddResource would reject (panic on) uri.
+func checkURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "invalid URI: " + err.Error()
+	}
+	if !u.IsAbs() {
+		return "URI is not absolute"
+	}
+	return ""
+}
+
+// checkTemplate reports why mcp.Server.AddResourceTemplate would reject tmpl.
+func checkTemplate(tmpl string) string {
+	if _, err := uritemplate.New(tmpl); err != nil {
+		return "invalid URI template: " + err.Error()
+	}
+	scheme, _, ok := strings.Cut(tmpl, ":")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, "{}/") {
+		return "URI template is not absolute"
+	}
+	return ""
+}

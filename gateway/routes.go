@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// route is where one exposed name goes: the upstream and its own name.
+type route struct {
+	up       *upstream.Upstream
+	original string
+	prefix   string // the upstream's namespace; "" = URIs are not rewritten
+}
+
+// routes is one immutable generation of the routing tables, built when the
+// upstreams' lists are merged and swapped in atomically. The call path reads
+// it with one atomic load and map lookups: no locks, no name parsing.
+type routes struct {
+	tools    map[string]route
+	prompts  map[string]route
+	byPrefix map[string]*upstream.Upstream // non-empty namespaces
+	owners   *namespacing.Owners           // URIs of unprefixed upstreams
+	byName   map[string]*upstream.Upstream
+
+	// The exposed definitions, in merge order, for syncing into mcp.Server.
+	toolDefs     []*mcp.Tool
+	promptDefs   []*mcp.Prompt
+	resourceDefs []*mcp.Resource
+	templateDefs []*mcp.ResourceTemplate
+	instructions string
+}
+
+// resource finds the upstream owning a URI as the client sees it, and the
+// URI as that upstream knows it.
+func (r *routes) resource(uri string) (route, bool) {
+	if prefix, original, ok := namespacing.UnwrapURI(uri); ok {
+		if up := r.byPrefix[prefix]; up != nil {
+			return route{up: up, original: original, prefix: prefix}, true
+		}
+	}
+	if name, ok := r.owners.Lookup(uri); ok {
+		if up := r.byName[name]; up != nil {
+			return route{up: up, original: uri}, true
+		}
+	}
+	return route{}, false
+}

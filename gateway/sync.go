@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// registry remembers what is registered on the mcp.Server, by key, with a
+// fingerprint (the definition's JSON) so that a refresh only adds what
+// changed and removes what went away: AddTool of 10,000 tools costs
+// hundreds of milliseconds, and every change notifies every session.
+type registry struct {
+	tools, prompts, resources, templates map[string]string
+}
+
+func newRegistry() *registry {
+	return &registry{
+		tools:     map[string]string{},
+		prompts:   map[string]string{},
+		resources: map[string]string{},
+		templates: map[string]string{},
+	}
+}
+
+// diff returns the keys of next that are new or changed, and the keys of
+// prev that are gone; prev is updated to next.
+func diff[T any](prev map[string]string, items []T, key func(T) string) (changed []T, gone []string) {
+	next := make(map[string]string, len(items))
+	for _, it := range items {
+		k := key(it)
+		fp, err := json.Marshal(it)
+		if err != nil {
+			fp = fmt.Appendf(nil, "%p", any(it)) // unmarshalable: always re-add
+		}
+		next[k] = string(fp)
+		if prev[k] != string(fp) {
+			changed = append(changed, it)
+		}
+	}
+	for k := range prev {
+		if _, ok := next[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	clear(prev)
+	for k, v := range next {
+		prev[k] = v
+	}
+	return changed, gone
+}
+
+// apply registers r's definitions on g.server, adding and removing only the
+// difference. The SDK debounces the resulting list_changed notifications.
+// Called with g.syncMu held.
+func (g *Gateway) apply(r *routes) {
+	reg := g.registry
+	tools, gone := diff(reg.tools, r.toolDefs, func(t *mcp.Tool) string { return t.Name })
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
+	for _, t := range tools {
+		g.safely("tool", t.Name, func() { g.server.AddTool(t, g.callTool) })
+	}
+	prompts, gone := diff(reg.prompts, r.promptDefs, func(p *mcp.Prompt) string { return p.Name })
+	if len(gone) > 0 {
+		g.server.RemovePrompts(gone...)
+	}
+	for _, p := range prompts {
+		g.safely("prompt", p.Name, func() { g.server.AddPrompt(p, g.getPrompt) })
+	}
+	resources, gone := diff(reg.resources, r.resourceDefs, func(res *mcp.Resource) string { return res.URI })
+	if len(gone) > 0 {
+		g.server.RemoveResources(gone...)
+	}
+	for _, res := range resources {
+		g.safely("resource", res.URI, func() { g.server.AddResource(res, g.readResourceHandler) })
+	}
+	templates, gone := diff(reg.templates, r.templateDefs, func(t *mcp.ResourceTemplate) string { return t.URITemplate })
+	if len(gone) > 0 {
+		g.server.RemoveResourceTemplates(gone...)
+	}
+	for _, t := range templates {
+		g.safely("resource template", t.URITemplate, func() { g.server.AddResourceTemplate(t, g.readResourceHandler) })
+	}
+}
+
+// safely runs an mcp.Server registration, which panics on input it cannot
+// accept; merge already filters what we know of, this is the backstop.
+func (g *Gateway) safely(kind, name string, register func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.Error("registration rejected by the MCP server library",
+				zap.String(keyKind, kind), zap.String(keyName, name), zap.Any("panic", r))
+		}
+	}()
+	register()
+}
