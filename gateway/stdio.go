@@ -1,24 +1,41 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
 
+// parseErrorLine is the JSON-RPC answer to a line that is not JSON: the id
+// cannot be known, so it is null (JSON-RPC 2.0 §5).
+const parseErrorLine = `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the message is not valid JSON"}}` + "\n"
+
+// errTooLarge ends a stdio session whose client sent an oversized message.
+var errTooLarge = errors.New("message too large")
+
 // ServeStdio serves one client over r and w (the process's stdin and
-// stdout) until the client disconnects or ctx is done. A message over
-// gateway.limits.maxMessageBytes ends the session with a logged error.
+// stdout) until the client disconnects or ctx is done.
+//
+// Each line is checked before the SDK sees it: a line that is not JSON is
+// answered with a JSON-RPC parse error and dropped (the SDK would close the
+// session), and a line over gateway.limits.maxMessageBytes ends the session
+// with a logged error, since the rest of it cannot be framed.
 func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
-	t := &mcp.IOTransport{
-		Reader:        io.NopCloser(r),
-		Writer:        nopWriteCloser{w},
-		MaxLineLength: int(g.cfg.Gateway.Limits.MaxMessageBytes),
-	}
+	max := int(g.cfg.Gateway.Limits.MaxMessageBytes)
+	out := &lockedWriter{w: w}
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	go func() { pw.CloseWithError(g.filterLines(r, pw, out, max)) }()
+
+	t := &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: max + 1}
 	ss, err := g.server.Connect(ctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
@@ -32,10 +49,59 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 		err = <-done
 	}
 	if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-		g.log.Error("stdio session ended", zap.Error(err), zap.Int64("max_message_bytes", g.cfg.Gateway.Limits.MaxMessageBytes))
+		g.log.Error("stdio session ended", zap.Error(err))
 		return fmt.Errorf("stdio session: %w", err)
 	}
 	return nil
+}
+
+// filterLines copies JSON lines from r to pass, answers non-JSON lines on
+// out, and stops at EOF (nil), an oversized line, or a closed pass.
+func (g *Gateway) filterLines(r io.Reader, pass io.Writer, out io.Writer, max int) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > max+1 { // +1: the newline
+			return fmt.Errorf("%w: over %d bytes (gateway.limits.maxMessageBytes)", errTooLarge, max)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if msg := bytes.TrimSpace(line); len(msg) > 0 {
+			if json.Valid(msg) {
+				if _, werr := pass.Write(line); werr != nil {
+					return werr
+				}
+				if line[len(line)-1] != '\n' {
+					pass.Write([]byte{'\n'})
+				}
+			} else {
+				g.log.Warn("stdio: message is not valid JSON; answered with a parse error", zap.Int("bytes", len(msg)))
+				io.WriteString(out, parseErrorLine)
+			}
+		}
+		line = line[:0]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// lockedWriter serializes the SDK's writes and the filter's parse errors.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 type nopWriteCloser struct{ io.Writer }

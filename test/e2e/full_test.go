@@ -67,8 +67,12 @@ gateway:
 		filepath.Join(t.TempDir(), "memory.jsonl"), fixtureURL))
 }
 
-// upstreamInventory lists what each upstream offers when asked directly.
-type inventory struct{ tools, prompts, resources, templates []string }
+// inventory is what one upstream offers when asked directly: names, and
+// the raw items by name for fidelity checks.
+type inventory struct {
+	tools, prompts, resources, templates []string
+	raw                                  [4]map[string]map[string]any
+}
 
 func listDirect(t *testing.T, args []string) inventory {
 	t.Helper()
@@ -82,7 +86,12 @@ func listDirect(t *testing.T, args []string) inventory {
 		if !r.OK {
 			continue // e.g. server-memory has no prompts
 		}
-		*dst = names(r.items(t), []string{"name", "name", "uri", "uriTemplate"}[i])
+		key := []string{"name", "name", "uri", "uriTemplate"}[i]
+		*dst = names(r.items(t), key)
+		inv.raw[i] = map[string]map[string]any{}
+		for _, it := range r.items(t) {
+			inv.raw[i][fmt.Sprint(it[key])] = it
+		}
 	}
 	return inv
 }
@@ -184,6 +193,7 @@ func TestFullConfig(t *testing.T) {
 					}
 				}
 			}
+			checkFidelity(t, want, out)
 			expectJSON(t, out.Steps[5], `"text":"Echo: hi"`)
 			expectJSON(t, out.Steps[6], `"type":"image"`, `"mimeType":"image/png"`)
 			expectJSON(t, out.Steps[7], `"structuredContent":{"sum":3}`)
@@ -272,6 +282,79 @@ func waitForTool(t *testing.T, g *gatewayProc, name string) {
 		case <-ctx.Done():
 			t.Fatalf("tool %s never appeared", name)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// sdkLosses are fields that go-sdk v1.8.0's typed structs drop, so the
+// gateway cannot pass them on: Tool has no "execution" (task support).
+// If the SDK starts keeping one, checkFidelity fails: remove it here.
+var sdkLosses = map[string][]string{"tool": {"execution"}}
+
+// omitFalseRequired drops "required": false from prompt arguments: the SDK
+// omits it, which means the same (false is the default).
+func omitFalseRequired(args any) any {
+	list, ok := args.([]any)
+	if !ok {
+		return args
+	}
+	out := make([]any, len(list))
+	for i, a := range list {
+		m, ok := a.(map[string]any)
+		if !ok || m["required"] != false {
+			out[i] = a
+			continue
+		}
+		c := map[string]any{}
+		for k, v := range m {
+			if k != "required" {
+				c[k] = v
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// checkFidelity compares every item the gateway lists with the upstream's
+// own, apart from the name (or URI) the gateway rewrites and sdkLosses.
+func checkFidelity(t *testing.T, want map[string]inventory, out nodeOutput) {
+	t.Helper()
+	kinds := []struct{ kind, key string }{{"tool", "name"}, {"prompt", "name"}, {"resource", "uri"}, {"template", "uriTemplate"}}
+	for i, k := range kinds {
+		for _, it := range out.Steps[i+1].items(t) {
+			exposed := fmt.Sprint(it[k.key])
+			var server, original string
+			if k.key == "name" {
+				server, original, _ = strings.Cut(exposed, "__")
+			} else {
+				rest, _ := strings.CutPrefix(exposed, "manifold://")
+				server, original, _ = strings.Cut(rest, "/")
+			}
+			direct, ok := want[server].raw[i][original]
+			if !ok {
+				continue // reported by the list comparison
+			}
+			got := map[string]any{}
+			for key, v := range it {
+				got[key] = v
+			}
+			got[k.key] = original
+			expected := map[string]any{}
+			for key, v := range direct {
+				expected[key] = v
+			}
+			for _, lost := range sdkLosses[k.kind] {
+				delete(expected, lost)
+			}
+			if args, ok := expected["arguments"]; ok && k.kind == "prompt" {
+				expected["arguments"] = omitFalseRequired(args)
+			}
+			g, _ := json.Marshal(got)
+			d, _ := json.Marshal(expected)
+			if string(g) != string(d) {
+				t.Errorf("%s %s differs from the upstream's own:\n gateway: %s\n  direct: %s", k.kind, exposed, g, d)
+			}
 		}
 	}
 }

@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// newStdioGateway returns a started gateway with one in-memory upstream and
+// the recorded logs.
+func newStdioGateway(t testing.TB, maxBytes int64) (*Gateway, *observer.ObservedLogs) {
+	cfg := &config.Config{Servers: map[string]config.Server{
+		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
+	}, Gateway: config.DefaultGateway()}
+	cfg.Gateway.Limits.MaxMessageBytes = maxBytes
+	core, logs := observer.New(zap.InfoLevel)
+	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
+	gw, err := New(cfg, &Options{Logger: zap.New(core), Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Start(context.Background())
+	t.Cleanup(func() { gw.Close(context.Background()) })
+	return gw, logs
+}
+
+// serveLines runs one stdio session: it writes input, keeps stdin open
+// until the output contains want (or 5s pass; want "" = do not wait), then
+// closes stdin. It returns what the gateway wrote and ServeStdio's error.
+func serveLines(t testing.TB, gw *Gateway, input, want string) (string, error) {
+	inR, inW := io.Pipe()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- gw.ServeStdio(context.Background(), inR, out) }()
+	go func() {
+		inW.Write([]byte(input))
+		deadline := time.Now().Add(5 * time.Second)
+		for want != "" && !strings.Contains(out.String(), want) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		inW.Close()
+	}()
+	select {
+	case err := <-done:
+		inR.Close()
+		return out.String(), err
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeStdio did not return after its input ended")
+		return "", nil
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestStdio(t *testing.T) {
+	gw, logs := newStdioGateway(t, 4096)
+	init := initBody + "\n" + `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
+	t.Run("call", func(t *testing.T) {
+		out, err := serveLines(t, gw, init+`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"message":"via stdio"}}}`+"\n", "via stdio")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "via stdio") {
+			t.Errorf("output = %s", out)
+		}
+	})
+	t.Run("oversized message closes the session with a logged error", func(t *testing.T) {
+		big := `{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":"` + strings.Repeat("a", 8000) + `"}}` + "\n"
+		_, err := serveLines(t, gw, init+big+`{"jsonrpc":"2.0","id":3,"method":"ping"}`+"\n", "")
+		if err == nil {
+			t.Error("no error for an oversized message")
+		}
+		if logs.FilterMessage("stdio session ended").Len() == 0 {
+			t.Error("oversized message not logged")
+		}
+	})
+	t.Run("malformed JSON gets an error, the session goes on", func(t *testing.T) {
+		out, _ := serveLines(t, gw, init+"{not json\n"+`{"jsonrpc":"2.0","id":3,"method":"ping"}`+"\n", `"id":3`)
+		if !strings.Contains(out, `"code":-32700`) || !strings.Contains(out, `"id":3`) {
+			t.Errorf("ping after malformed input not answered; output: %s", out)
+		}
+	})
+}
+
+// FuzzStdio feeds arbitrary bytes to a stdio session: the gateway must not
+// panic or hang, and must keep serving other sessions.
+func FuzzStdio(f *testing.F) {
+	gw, _ := newStdioGateway(f, 1<<16)
+	f.Add([]byte(initBody + "\n"))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo"}}` + "\n"))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","method":"resources/read","params":{"uri":"manifold://alpha/%zz"}}` + "\n"))
+	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]` + "\n"))
+	f.Add([]byte("\x00\xff\n{}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		serveLines(t, gw, string(data), "")
+		out, err := serveLines(t, gw, initBody+"\n", `"serverInfo"`)
+		if err != nil || !strings.Contains(out, `"serverInfo"`) {
+			t.Fatalf("gateway stopped serving after %q: %v %s", data, err, out)
+		}
+	})
+}
+

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test of the repository: formatting, vet, the Go tests with the
+# race detector (unit, fuzz seed corpora, end-to-end with real processes),
+# and the Node harness self-test. On a fresh machine it first installs the
+# pinned npm test dependencies (test/node/package-lock.json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { command -v "$1" >/dev/null || { echo "test.sh: $1 is required" >&2; exit 1; }; }
+need go
+need node
+need npm
+
+if [ ! -d test/node/node_modules/@modelcontextprotocol ] || [ test/node/package-lock.json -nt test/node/node_modules/.package-lock.json ]; then
+  echo "== npm ci (test/node)"
+  npm ci --prefix test/node --no-audit --no-fund --loglevel=error
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/node/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race"
+go test -race -count=1 -timeout 15m ./...
+
+echo "== node harness self-test"
+(cd test/node && node --test selftest.test.mjs)
