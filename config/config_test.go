@@ -175,7 +175,7 @@ mcpServers:
     env: { LOG_LEVEL: info }
     cwd: /srv/everything
     prefix: ev
-    session: per-client
+    session: shared
     timeout: 90s
     maxConcurrency: 4
   plain:
@@ -198,7 +198,7 @@ gateway:
 				"everything": {Name: "everything", Type: "stdio", Command: "npx",
 					Args: []string{"-y", "@modelcontextprotocol/server-everything"},
 					Env:  map[string]string{"LOG_LEVEL": "info"}, Cwd: "/srv/everything",
-					Prefix: ptr("ev"), Session: "per-client", Timeout: 90 * time.Second, MaxConcurrency: 4},
+					Prefix: ptr("ev"), Session: "shared", Timeout: 90 * time.Second, MaxConcurrency: 4},
 				"plain": {Name: "plain", Type: "http", URL: "https://plain.example.com/mcp/sse", Prefix: ptr("")},
 			}, Gateway: Gateway{
 				Listen: "0.0.0.0:9000", Separator: "-", MaxToolNameLength: 60, Insecure: true,

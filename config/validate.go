@@ -88,7 +88,13 @@ func (v *validator) server(key, name string, s Server) {
 	if s.MaxConcurrency < 0 {
 		v.add(joinKey(key, "maxConcurrency"), "must not be negative (0 means gateway.limits.maxConcurrentCalls)")
 	}
-	if s.Session != "" && s.Session != SessionShared && s.Session != SessionPerClient {
+	switch s.Session {
+	case "", SessionShared:
+	case SessionPerClient:
+		// Rejected until the relay layer implements it: accepting it would
+		// let users believe each client has its own upstream session.
+		v.add(joinKey(key, "session"), "per-client is not supported yet in this version; use shared (the default)")
+	default:
 		v.add(joinKey(key, "session"), "must be shared or per-client")
 	}
 	for _, k := range []string{"type", "transportType", "command", "url", "httpUrl", "serverUrl"} {

@@ -181,6 +181,16 @@ mcpServers:
 			},
 		},
 		{
+			name: "per-client sessions are not supported yet",
+			doc: `
+mcpServers:
+  a: { command: x, session: per-client }
+`,
+			want: []wantErr{
+				{"m.yaml", "mcpServers.a.session", "not supported yet"},
+			},
+		},
+		{
 			name: "namespace collisions among enabled servers",
 			doc: `
 mcpServers:

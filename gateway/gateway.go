@@ -57,7 +57,8 @@ type Gateway struct {
 	ups    []*upstream.Upstream // sorted by name
 	nsOpts namespacing.Options
 
-	routes atomic.Pointer[routes]
+	routes   atomic.Pointer[routes]
+	inflight atomic.Int64 // requests being handled, for draining
 
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry

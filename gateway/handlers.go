@@ -173,6 +173,8 @@ func rewriteContent(prefix string, content []mcp.Content) {
 // server/discover (merged from upstreams that may connect later).
 func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		g.inflight.Add(1)
+		defer g.inflight.Add(-1)
 		switch method {
 		case "resources/read":
 			if rr, ok := req.(*mcp.ReadResourceRequest); ok && rr.Params != nil {

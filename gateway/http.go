@@ -169,17 +169,35 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Gateway.Timeouts.Drain)
 	defer cancel()
-	// Long-lived streams (SSE, GET) never finish by themselves: close the
-	// sessions so that Shutdown can complete.
+	// Stop accepting, let the requests in flight finish within the drain
+	// timeout, then close the sessions: their long-lived streams (SSE, GET)
+	// never end by themselves, and Shutdown waits for them.
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(sctx) }()
+	g.waitIdle(sctx)
 	for ss := range g.server.Sessions() {
 		ss.Close()
 	}
-	err := srv.Shutdown(sctx)
+	err := <-shut
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = srv.Close()
 	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
 	}
 	return err
+}
+
+// waitIdle returns when no request is being handled, or when ctx is done.
+func (g *Gateway) waitIdle(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for g.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			g.log.Warn("drain timeout: requests still in flight are cut", zap.Int64("in_flight", g.inflight.Load()))
+			return
+		case <-t.C:
+		}
+	}
 }

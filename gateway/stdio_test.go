@@ -125,4 +125,3 @@ func FuzzStdio(f *testing.F) {
 		}
 	})
 }
-
