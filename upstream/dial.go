@@ -2,16 +2,18 @@ package upstream
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // connection is one transport to the upstream plus what must be stopped
-// with it (the stdio process).
+// with it (the stdio process, the HTTP client's idle connections).
 type connection struct {
 	transport mcp.Transport
-	proc      *process // nil for http and sse
+	proc      *process     // nil for http and sse
+	http      *http.Client // nil for stdio
 }
 
 func (c *connection) pid() int {
@@ -34,6 +36,16 @@ func (c *connection) exited() <-chan struct{} {
 func (c *connection) stop(grace time.Duration) {
 	if c.proc != nil {
 		c.proc.stop(grace)
+	}
+}
+
+// release closes the HTTP client's idle connections; call it after the
+// session is closed (its DELETE leaves one behind). Each connection has its
+// own client, whose keep-alive connections (and their goroutines) would
+// otherwise outlive it by 90s.
+func (c *connection) release() {
+	if c.http != nil {
+		c.http.CloseIdleConnections()
 	}
 }
 
@@ -62,13 +74,13 @@ func (u *Upstream) dial() (*connection, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2}}, nil
+		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2}, http: hc}, nil
 	case "sse":
 		hc, err := newHTTPClient(u.cfg)
 		if err != nil {
 			return nil, err
 		}
-		return &connection{transport: &mcp.SSEClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}}, nil
+		return &connection{transport: &mcp.SSEClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}, http: hc}, nil
 	}
 	return nil, fmt.Errorf("unknown transport type %q", u.cfg.Type)
 }

@@ -51,3 +51,11 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return t.base.RoundTrip(req)
 }
+
+// CloseIdleConnections closes the base transport's idle connections
+// (http.Client.CloseIdleConnections reaches them only through this).
+func (t *headerTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

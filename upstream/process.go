@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +36,12 @@ type process struct {
 // `guard upstream-guard -- command args…`, which kills the whole group if the
 // gateway dies, even by SIGKILL (see RunGuard). stderr is logged line by line.
 func startProcess(cfg config.Server, guard string, logger *zap.Logger) (*process, error) {
-	path, err := exec.LookPath(cfg.Command)
+	command := cfg.Command
+	if cfg.Cwd != "" && !filepath.IsAbs(command) && strings.ContainsRune(command, filepath.Separator) {
+		// "./server" means the server's cwd, as it would for a shell there.
+		command = filepath.Join(cfg.Cwd, command)
+	}
+	path, err := exec.LookPath(command)
 	if err != nil {
 		return nil, fmt.Errorf("command %q: %w", cfg.Command, err)
 	}
@@ -103,8 +110,19 @@ func startProcess(cfg config.Server, guard string, logger *zap.Logger) (*process
 func logStderr(r io.Reader, logger *zap.Logger) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), maxStderrLine)
+	// Split over-long lines: bufio.ErrTooLong would end the loop, leaving
+	// the pipe unread and the server blocked on its next write to stderr.
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		advance, token, err := bufio.ScanLines(data, atEOF)
+		if advance == 0 && token == nil && err == nil && len(data) >= maxStderrLine {
+			return maxStderrLine, data[:maxStderrLine], nil
+		}
+		return advance, token, err
+	})
 	for sc.Scan() {
-		logger.Info("upstream stderr", zap.ByteString(keyLine, sc.Bytes()))
+		// A copy: sc.Bytes() is reused by the next Scan, and a core may keep
+		// the field (observer, async cores).
+		logger.Info("upstream stderr", zap.String(keyLine, sc.Text()))
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, os.ErrClosed) {
 		logger.Debug("upstream stderr ended", zap.Error(err))

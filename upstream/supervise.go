@@ -16,6 +16,14 @@ import (
 // one re-listing.
 const refreshDelay = 100 * time.Millisecond
 
+// refreshMaxWait bounds the debounce: a steady stream of notifications
+// still causes a refresh this often.
+const refreshMaxWait = time.Second
+
+// keepAliveFailures is how many pings in a row may go unanswered before the
+// connection is restarted.
+const keepAliveFailures = 2
+
 // supervise connects, serves, and reconnects with backoff until ctx is done.
 func (u *Upstream) supervise(ctx context.Context) {
 	delay := u.opts.BackoffInitial
@@ -62,6 +70,7 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 	cs, err := u.newClient().Connect(cctx, conn.transport, nil)
 	if err != nil {
 		conn.stop(u.opts.StopGrace)
+		conn.release()
 		return fmt.Errorf("connect: %w", connectError(cctx, err, u.opts.ConnectTimeout))
 	}
 	ended := make(chan error, 1)
@@ -72,6 +81,7 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 		conn.stop(u.opts.StopGrace)
 		cs.Close()
 		<-ended
+		conn.release()
 	}()
 
 	cat, err := fetchCatalog(cctx, cs, nil, kindAll)
@@ -97,10 +107,32 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	defer debounce.Stop()
+	// Our own keep-alive: the SDK's does not run on sessions that negotiated
+	// 2026-07-28 (server/discover), so it is disabled in newClient.
+	var ping <-chan time.Time
+	if u.opts.KeepAlive > 0 {
+		t := time.NewTicker(u.opts.KeepAlive)
+		defer t.Stop()
+		ping = t.C
+	}
+	missed := 0
+	var burst time.Time // first list_changed not yet refreshed
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-ping:
+			pctx, cancel := context.WithTimeout(ctx, u.opts.KeepAlive/2)
+			err := cs.Ping(pctx, nil)
+			cancel()
+			if _, answered := mcpx.AsRPCError(err); err == nil || answered || ctx.Err() != nil {
+				missed = 0 // an error answer (no ping method) is alive too
+				continue
+			}
+			if missed++; missed >= keepAliveFailures {
+				return fmt.Errorf("no answer to %d pings: %w", missed, err)
+			}
+			u.log.Warn("upstream ping failed", zap.Error(err))
 		case err := <-ended:
 			ended <- err // for the deferred Close
 			if err == nil {
@@ -110,8 +142,14 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 		case <-conn.exited():
 			return fmt.Errorf("server process exited: %v", conn.proc.err)
 		case <-u.refresh:
-			debounce.Reset(refreshDelay)
+			// Debounce, but never postpone a refresh past refreshMaxWait
+			// from the first notification of a burst.
+			if burst.IsZero() {
+				burst = time.Now()
+			}
+			debounce.Reset(min(refreshDelay, max(0, refreshMaxWait-time.Since(burst))))
 		case <-debounce.C:
+			burst = time.Time{}
 			k := kind(u.pending.Swap(0))
 			rctx, cancel := context.WithTimeout(ctx, u.opts.ConnectTimeout)
 			next, err := fetchCatalog(rctx, cs, u.catalog.Load(), k)
@@ -151,16 +189,11 @@ func (u *Upstream) listChanged(k kind) {
 // newClient builds the go-sdk client for one connection. It declares no
 // client capabilities: server→client requests are relayed by a later layer.
 func (u *Upstream) newClient() *mcp.Client {
-	keepAlive := u.opts.KeepAlive
-	if keepAlive < 0 {
-		keepAlive = 0
-	}
 	c := mcp.NewClient(u.opts.ClientInfo, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
 		// Results pass through untouched, input_required ones included.
-		MultiRoundTrip:             &mcp.MultiRoundTripOptions{Disabled: true},
-		KeepAlive:                  keepAlive,
-		KeepAliveFailureThreshold:  2,
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		// KeepAlive stays 0: connectAndServe pings (see there).
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.listChanged(kindTools) },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.listChanged(kindPrompts) },
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.listChanged(kindResources) },

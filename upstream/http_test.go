@@ -1,0 +1,227 @@
+package upstream
+
+import (
+	"context"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+// seenRequest is what headerRecorder keeps of one request.
+type seenRequest struct {
+	method, path  string
+	authorization string
+	team          string
+}
+
+// headerRecorder wraps an MCP HTTP handler and records each request's headers.
+type headerRecorder struct {
+	next http.Handler
+
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+func (h *headerRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.seen = append(h.seen, seenRequest{
+		method:        r.Method,
+		path:          r.URL.Path,
+		authorization: r.Header.Get("Authorization"),
+		team:          r.Header.Get("X-Team"),
+	})
+	h.mu.Unlock()
+	h.next.ServeHTTP(w, r)
+}
+
+func (h *headerRecorder) requests() []seenRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]seenRequest(nil), h.seen...)
+}
+
+// mcpHandler returns the streamable HTTP or SSE handler for a demo server.
+func mcpHandler(kind, name string) http.Handler {
+	s := demo.NewServer(name, nil)
+	get := func(*http.Request) *mcp.Server { return s }
+	if kind == "sse" {
+		return mcp.NewSSEHandler(get, nil)
+	}
+	return mcp.NewStreamableHTTPHandler(get, nil)
+}
+
+// startHTTPServer serves h on 127.0.0.1 (TLS if tls) and closes it when the
+// test ends, after the upstreams started later are closed.
+func startHTTPServer(t *testing.T, h http.Handler, tls bool) *httptest.Server {
+	t.Helper()
+	var srv *httptest.Server
+	if tls {
+		srv = httptest.NewTLSServer(h)
+	} else {
+		srv = httptest.NewServer(h)
+	}
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv
+}
+
+func TestHTTPUpstream(t *testing.T) {
+	tests := []struct {
+		name string
+		typ  string
+		path string
+	}{
+		{name: "streamable", typ: "http", path: "/mcp"},
+		{name: "sse", typ: "sse", path: "/sse"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkLeaks(t)
+			rec := &headerRecorder{next: mcpHandler(tt.typ, "web")}
+			srv := startHTTPServer(t, rec, false)
+			before := goleak.IgnoreCurrent() // the server's own goroutines
+
+			cfg := config.Server{
+				Name:    "web",
+				Type:    tt.typ,
+				URL:     srv.URL + tt.path,
+				Headers: map[string]string{"Authorization": "Bearer x", "X-Team": "a"},
+			}
+			u := New(cfg, fastOptions())
+			u.Start(context.Background())
+			st := waitReady(t, u, 5*time.Second)
+			if st.PID != 0 || st.Transport != tt.typ {
+				t.Errorf("status = %+v, want no pid and transport %q", st, tt.typ)
+			}
+			if n := len(u.Catalog().Tools); n == 0 {
+				t.Error("catalog has no tools")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if got, err := echo(ctx, u, "over http"); err != nil || got != "over http" {
+				t.Errorf("echo = %q, %v", got, err)
+			}
+			if err := u.Close(ctx); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+
+			reqs := rec.requests()
+			if len(reqs) < 3 {
+				t.Fatalf("server saw %d requests, want at least initialize, list and call: %+v", len(reqs), reqs)
+			}
+			for _, r := range reqs {
+				if r.authorization != "Bearer x" || r.team != "a" {
+					t.Errorf("%s %s: Authorization %q, X-Team %q; want the configured headers", r.method, r.path, r.authorization, r.team)
+				}
+			}
+			// Closing the upstream leaves no connection (and no goroutine
+			// serving one) behind, even while the server stays up.
+			if err := goleak.Find(before); err != nil {
+				t.Errorf("goroutines left after Close while the server is still up: %v", err)
+			}
+		})
+	}
+}
+
+// writeCertPEM writes srv's certificate as a PEM file and returns its path.
+func writeCertPEM(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestHTTPCAFile(t *testing.T) {
+	tests := []struct {
+		name    string
+		typ     string
+		path    string
+		caFile  bool
+		wantErr string // "" = connects
+	}{
+		{name: "streamable with caFile", typ: "http", path: "/mcp", caFile: true},
+		{name: "sse with caFile", typ: "sse", path: "/sse", caFile: true},
+		{name: "streamable without caFile", typ: "http", path: "/mcp", wantErr: "certificate"},
+		{name: "sse without caFile", typ: "sse", path: "/sse", wantErr: "certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkLeaks(t)
+			srv := startHTTPServer(t, mcpHandler(tt.typ, "secure"), true)
+			cfg := config.Server{Name: "secure", Type: tt.typ, URL: srv.URL + tt.path}
+			if tt.caFile {
+				cfg.CAFile = writeCertPEM(t, srv)
+			}
+			u := startUpstream(t, cfg, fastOptions())
+			if tt.wantErr == "" {
+				waitReady(t, u, 5*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if got, err := echo(ctx, u, "tls"); err != nil || got != "tls" {
+					t.Errorf("echo = %q, %v", got, err)
+				}
+				return
+			}
+			var st Status
+			waitFor(t, 5*time.Second, "a failed state", func() bool {
+				st = u.Status()
+				return st.State == StateFailed
+			})
+			if !strings.Contains(st.Error, tt.wantErr) {
+				t.Errorf("status error = %q, want it to contain %q", st.Error, tt.wantErr)
+			}
+		})
+	}
+}
+
+// fakeRoundTripper records the last request it was given.
+type fakeRoundTripper struct{ last *http.Request }
+
+func (f *fakeRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.last = r
+	return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
+}
+
+func TestHeaderTransport(t *testing.T) {
+	base := &fakeRoundTripper{}
+	rt := &headerTransport{base: base, headers: map[string]string{"Authorization": "Bearer x", "X-Team": "a"}}
+	req := httptest.NewRequest(http.MethodPost, "http://example.test/mcp", nil)
+	req.Header.Set("Authorization", "Bearer client")
+	req.Header.Set("Mcp-Session-Id", "s1")
+	if _, err := rt.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	got := base.last.Header
+	if got.Get("Authorization") != "Bearer x" || got.Get("X-Team") != "a" || got.Get("Mcp-Session-Id") != "s1" {
+		t.Errorf("sent headers = %v, want configured ones set and others kept", got)
+	}
+	if req.Header.Get("Authorization") != "Bearer client" || req.Header.Get("X-Team") != "" {
+		t.Errorf("caller's request was modified: %v", req.Header)
+	}
+}
+
+func TestNewHTTPClientNoHeaders(t *testing.T) {
+	hc, err := newHTTPClient(config.Server{Name: "plain", URL: "http://127.0.0.1:1/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hc.Transport.(*http.Transport); !ok {
+		t.Errorf("transport = %T, want a plain *http.Transport without headers to add", hc.Transport)
+	}
+}

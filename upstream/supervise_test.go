@@ -1,0 +1,132 @@
+package upstream
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// TestKeepAliveRestarts: a server that stops answering pings is restarted.
+func TestKeepAliveRestarts(t *testing.T) {
+	checkLeaks(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sleepy", Version: "v1"}, nil)
+	srv.AddTool(objectTool("t"), noopTool)
+	var hang, refuse atomic.Bool
+	var pings atomic.Int32
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "ping" {
+				pings.Add(1)
+			}
+			if method == "ping" && refuse.Load() {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "no ping here"}
+			}
+			if method == "ping" && hang.Load() {
+				select { // bounded, so that closing the session never waits long
+				case <-ctx.Done():
+				case <-time.After(2 * time.Second):
+				}
+				return nil, ctx.Err()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	mem := newMemServer(t, srv)
+	opts := mem.options()
+	opts.KeepAlive = 200 * time.Millisecond
+	var rec recorder
+	opts.OnChange = rec.onChange
+	u := startUpstream(t, config.Server{Name: "sleepy"}, opts)
+	waitReady(t, u, 5*time.Second)
+	if v := u.Catalog().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q; this test covers the 2026-07-28 path", v)
+	}
+
+	// Answered pings keep it up. (The server negotiates 2026-07-28, where
+	// the SDK's own keep-alive does not run.)
+	waitFor(t, 5*time.Second, "three pings", func() bool { return pings.Load() >= 3 })
+	if st := u.Status(); st.State != StateReady || st.Restarts != 0 {
+		t.Fatalf("status with answered pings = %+v, want ready without restarts", st)
+	}
+
+	// A server without ping answers with an error: alive all the same.
+	refuse.Store(true)
+	before := pings.Load()
+	waitFor(t, 5*time.Second, "three refused pings", func() bool { return pings.Load() >= before+3 })
+	if st := u.Status(); st.State != StateReady || st.Restarts != 0 {
+		t.Fatalf("status with refused pings = %+v, want ready without restarts", st)
+	}
+	refuse.Store(false)
+
+	hang.Store(true)
+	waitFor(t, 5*time.Second, "a restart after unanswered pings", func() bool { return u.Status().Restarts >= 1 })
+	hang.Store(false)
+	waitReady(t, u, 5*time.Second)
+	var failed []string
+	for _, st := range rec.states() {
+		if st.State == StateFailed {
+			failed = append(failed, st.Error)
+		}
+	}
+	if len(failed) == 0 || !strings.Contains(failed[0], "no answer to 2 pings") {
+		t.Errorf("failure errors = %q, want one naming the unanswered pings", failed)
+	}
+	if n := mem.dialCount(); n < 2 {
+		t.Errorf("dialed %d times, want a new connection", n)
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	want := Options{
+		ConnectTimeout:  30 * time.Second,
+		CallTimeout:     60 * time.Second,
+		BackoffInitial:  500 * time.Millisecond,
+		BackoffMax:      30 * time.Second,
+		MaxConcurrency:  64,
+		MaxMessageBytes: 4 << 20,
+		StopGrace:       2 * time.Second,
+		KeepAlive:       30 * time.Second,
+		ClientInfo:      &mcp.Implementation{Name: "manifold"},
+	}
+	ignore := cmpopts.IgnoreFields(Options{}, "Logger", "OnChange", "Transport")
+	for _, in := range []*Options{nil, {}} {
+		got := in.withDefaults()
+		if diff := cmp.Diff(want, got, ignore); diff != "" {
+			t.Errorf("defaults of %v (-want +got):\n%s", in, diff)
+		}
+		if got.Logger == nil || got.OnChange == nil {
+			t.Error("Logger and OnChange must default to no-ops")
+		}
+	}
+	set := Options{
+		ConnectTimeout: time.Second, CallTimeout: 2 * time.Second, BackoffInitial: 3 * time.Millisecond,
+		BackoffMax: 4 * time.Millisecond, MaxConcurrency: 5, MaxMessageBytes: 6, StopGrace: 7 * time.Millisecond,
+		KeepAlive: -1, ClientInfo: &mcp.Implementation{Name: "x", Version: "1"}, Logger: zap.NewNop(),
+	}
+	if diff := cmp.Diff(set, set.withDefaults(), ignore); diff != "" {
+		t.Errorf("set options were changed (-want +got):\n%s", diff)
+	}
+}
+
+func TestNewStatus(t *testing.T) {
+	u := New(config.Server{Name: "fresh", Type: "http", Timeout: 5 * time.Second}, &Options{CallTimeout: time.Minute})
+	st := u.Status()
+	if st.Name != "fresh" || st.State != StateConnecting || st.Transport != "http" || st.Since.IsZero() {
+		t.Errorf("status of a new upstream = %+v", st)
+	}
+	if u.Name() != "fresh" || u.Config().Timeout != 5*time.Second || u.callTimeout != 5*time.Second {
+		t.Errorf("Name %q, Config %+v, call timeout %s", u.Name(), u.Config(), u.callTimeout)
+	}
+	if u.Catalog() != nil {
+		t.Error("catalog before Start must be nil")
+	}
+}
