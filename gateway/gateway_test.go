@@ -492,3 +492,37 @@ func TestCallTimeout(t *testing.T) {
 		t.Errorf("after timeout: %v", err)
 	}
 }
+
+// TestCollisionsAreReported: two upstream names that map to the same
+// exposed name keep the first server's and report the other, never a
+// silent overwrite.
+func TestCollisionsAreReported(t *testing.T) {
+	h := newHarness(t,
+		upstreamSpec{name: "first", demoName: "first", prefix: ptr("x"), opts: &demo.Options{ExtraTools: []string{"y__echo"}}},
+		upstreamSpec{name: "second", demoName: "second", prefix: ptr("x__y")},
+	)
+	n := 0
+	for _, name := range toolNames(t, h.client) {
+		if name == "x__y__echo" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("x__y__echo listed %d times", n)
+	}
+	res, err := h.client.CallTool(context.Background(), &mcp.CallToolParams{Name: "x__y__echo"})
+	if err != nil || textOf(t, res.Content) != "y__echo" {
+		t.Errorf("x__y__echo did not reach the kept tool (first's y__echo): %v %v", res, err)
+	}
+	h.gw.syncMu.Lock()
+	defer h.gw.syncMu.Unlock()
+	var reported bool
+	for msg := range h.gw.problems {
+		if strings.Contains(msg, "collides") && strings.Contains(msg, `"second"`) {
+			reported = true
+		}
+	}
+	if !reported {
+		t.Errorf("collision not reported; problems: %v", h.gw.problems)
+	}
+}

@@ -25,8 +25,6 @@ func (p mergeProblem) String() string {
 // generation. It is pure apart from reading each upstream's Catalog.
 func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header string) (*routes, []mergeProblem) {
 	r := &routes{
-		tools:    map[string]route{},
-		prompts:  map[string]route{},
 		byPrefix: map[string]*upstream.Upstream{},
 		byName:   map[string]*upstream.Upstream{},
 	}
@@ -108,30 +106,42 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 	}
 	r.owners = namespacing.NewOwners(exact, templates, fallback)
 
-	_, ordered, collisions := namespacing.Merge(toolSrc, opts)
-	for _, c := range collisions {
-		problems = append(problems, mergeProblem{c.Dropped.Server, "tool", c.Dropped.Original, c.Error()})
-	}
-	for _, e := range ordered {
-		up := r.byName[e.Server]
-		r.tools[e.Exposed] = route{up: up, original: e.Original, prefix: up.Config().Namespace()}
-		def := *toolByKey[[2]string{e.Server, e.Original}]
-		def.Name = e.Exposed
-		r.toolDefs = append(r.toolDefs, &def)
-	}
-	_, ordered, collisions = namespacing.Merge(promptSrc, opts)
-	for _, c := range collisions {
-		problems = append(problems, mergeProblem{c.Dropped.Server, "prompt", c.Dropped.Original, c.Error()})
-	}
-	for _, e := range ordered {
-		up := r.byName[e.Server]
-		r.prompts[e.Exposed] = route{up: up, original: e.Original, prefix: up.Config().Namespace()}
-		def := *promptByKey[[2]string{e.Server, e.Original}]
-		def.Name = e.Exposed
-		r.promptDefs = append(r.promptDefs, &def)
-	}
+	var p []mergeProblem
+	r.tools, r.toolDefs, p = mergeKind(r, "tool", toolSrc, toolByKey, opts, func(t *mcp.Tool, name string) *mcp.Tool {
+		def := *t
+		def.Name = name
+		return &def
+	})
+	problems = append(problems, p...)
+	r.prompts, r.promptDefs, p = mergeKind(r, "prompt", promptSrc, promptByKey, opts, func(pr *mcp.Prompt, name string) *mcp.Prompt {
+		def := *pr
+		def.Name = name
+		return &def
+	})
+	problems = append(problems, p...)
 	r.instructions = instructions.String()
 	return r, problems
+}
+
+// mergeKind maps the names of one kind (tools or prompts) of every source
+// and returns their routes and exposed definitions, in merge order, and a
+// problem per collision. exposed copies a definition under its new name.
+func mergeKind[T any](r *routes, kind string, sources []namespacing.Source, defs map[[2]string]T, opts namespacing.Options,
+	exposed func(def T, name string) T) (map[string]route, []T, []mergeProblem) {
+	opts.Kind = kind
+	_, ordered, collisions := namespacing.Merge(sources, opts)
+	var problems []mergeProblem
+	for _, c := range collisions {
+		problems = append(problems, mergeProblem{c.Dropped.Server, kind, c.Dropped.Original, c.Error()})
+	}
+	table := make(map[string]route, len(ordered))
+	out := make([]T, 0, len(ordered))
+	for _, e := range ordered {
+		up := r.byName[e.Server]
+		table[e.Exposed] = route{up: up, original: e.Original, prefix: up.Config().Namespace()}
+		out = append(out, exposed(defs[[2]string{e.Server, e.Original}], e.Exposed))
+	}
+	return table, out, problems
 }
 
 // checkSchema reports why mcp.Server.AddTool would reject (panic on) t.
