@@ -31,6 +31,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return 1
 	}
 	if *listen != "" {
+		if _, _, err := net.SplitHostPort(*listen); err != nil {
+			fmt.Fprintf(stderr, "manifold: --listen %q: must be host:port, such as 127.0.0.1:8080\n", *listen)
+			return 2
+		}
 		cfg.Gateway.Listen = *listen
 		if err := cfg.Validate(); err != nil {
 			printConfigError(stderr, err)
@@ -53,6 +57,14 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		logger.Error("gateway", zap.Error(err))
 		return 1
 	}
+	// Bind first: a busy port fails before any upstream is started.
+	var ln net.Listener
+	if !*stdio {
+		if ln, err = net.Listen("tcp", cfg.Gateway.Listen); err != nil {
+			logger.Error("listen", zap.Error(err))
+			return 1
+		}
+	}
 	logger.Info("starting", zap.String("config", cfg.Source), zap.Int("upstreams", len(cfg.Enabled())))
 	gw.Start(ctx)
 	defer func() {
@@ -69,11 +81,6 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return 1
 		}
 		return 0
-	}
-	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
-	if err != nil {
-		logger.Error("listen", zap.Error(err))
-		return 1
 	}
 	if err := gw.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
 		logger.Error("serve", zap.Error(err))
@@ -110,7 +117,7 @@ func printConfigError(w io.Writer, err error) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "config: %v\n", err)
+	fmt.Fprintf(w, "manifold: %v\n", err)
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {
