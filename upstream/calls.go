@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,10 +33,25 @@ func call[R any](ctx context.Context, u *Upstream, f func(context.Context, *mcp.
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), context.Canceled):
 		return zero, fmt.Errorf("upstream %q: %w after %s", u.cfg.Name, ErrTimeout, u.callTimeout)
-	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case connectionLost(err):
 		return zero, fmt.Errorf("upstream %q: %w (connection lost: %v)", u.cfg.Name, ErrUnavailable, err)
 	}
 	return zero, fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
+}
+
+// connectionLost reports whether err means the connection to the upstream
+// is gone (a call racing a crash sees any of these), as opposed to an
+// answer or a malformed message.
+func connectionLost(err error) bool {
+	for _, target := range []error{
+		mcp.ErrConnectionClosed, io.EOF, io.ErrUnexpectedEOF, io.ErrClosedPipe,
+		os.ErrClosed, net.ErrClosed, syscall.EPIPE, syscall.ECONNRESET, syscall.ECONNREFUSED,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // detach returns a context that is cancelled with ctx but carries none of

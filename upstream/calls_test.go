@@ -3,7 +3,11 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,4 +263,25 @@ func TestDetach(t *testing.T) {
 			t.Error("stop did not cancel the detached context")
 		}
 	})
+}
+
+func TestConnectionLost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "broken pipe", err: fmt.Errorf("calling: %w", &os.PathError{Op: "write", Path: "|1", Err: syscall.EPIPE}), want: true},
+		{name: "reset", err: fmt.Errorf("post: %w", syscall.ECONNRESET), want: true},
+		{name: "refused", err: fmt.Errorf("dial: %w", syscall.ECONNREFUSED), want: true},
+		{name: "EOF", err: fmt.Errorf("read: %w", io.EOF), want: true},
+		{name: "closed", err: mcp.ErrConnectionClosed, want: true},
+		{name: "other", err: errors.New("unknown content type"), want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := connectionLost(tc.err); got != tc.want {
+				t.Errorf("connectionLost(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
 }
