@@ -124,24 +124,8 @@ func BenchmarkBuildRoutes(b *testing.B) {
 }
 
 func newBenchHarness(b *testing.B) *harness {
-	cfg := &config.Config{Servers: map[string]config.Server{
-		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
-	}, Gateway: config.DefaultGateway()}
-	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
-	gw, err := New(cfg, &Options{Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	gw.Start(context.Background())
-	b.Cleanup(func() { gw.Close(context.Background()) })
-	ct, st := mcp.NewInMemoryTransports()
-	if _, err := gw.Server().Connect(context.Background(), st, nil); err != nil {
-		b.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cs.Close() })
-	return &harness{gw: gw, client: cs}
+	h := &harness{gw: newAlphaGateway(b, nil, nil), notes: make(chan string, 100)}
+	h.client = h.connect(b)
+	b.Cleanup(func() { h.client.Close() })
+	return h
 }

@@ -115,7 +115,33 @@ func newHarness(t *testing.T, specs ...upstreamSpec) *harness {
 	return h
 }
 
-func (h *harness) connect(t *testing.T) *mcp.ClientSession {
+// newAlphaGateway starts a gateway in front of one in-memory demo upstream
+// named alpha, closed when the test ends. edit may change the config; opts
+// may set a logger (its Transports are replaced).
+func newAlphaGateway(t testing.TB, edit func(*config.Config), opts *Options) *Gateway {
+	t.Helper()
+	cfg := &config.Config{Servers: map[string]config.Server{
+		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
+	}, Gateway: config.DefaultGateway()}
+	if edit != nil {
+		edit(cfg)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
+	o.Transports = map[string]func() (mcp.Transport, error){"alpha": f.transport}
+	gw, err := New(cfg, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Start(context.Background())
+	t.Cleanup(func() { gw.Close(context.Background()) })
+	return gw
+}
+
+func (h *harness) connect(t testing.TB) *mcp.ClientSession {
 	t.Helper()
 	note := func(method string) { h.notes <- method }
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, &mcp.ClientOptions{
@@ -465,22 +491,16 @@ func TestFailingUpstreamIsIsolatedAndRestarted(t *testing.T) {
 }
 
 func TestCallTimeout(t *testing.T) {
-	const timeout = 200 * time.Millisecond
-	cfg := &config.Config{Servers: map[string]config.Server{
-		"alpha": {Name: "alpha", Type: "stdio", Command: "unused", Timeout: timeout},
-	}, Gateway: config.DefaultGateway()}
-	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
-	gw, err := New(cfg, &Options{Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start(context.Background())
-	defer gw.Close(context.Background())
+	gw := newAlphaGateway(t, func(c *config.Config) {
+		alpha := c.Servers["alpha"]
+		alpha.Timeout = 200 * time.Millisecond
+		c.Servers["alpha"] = alpha
+	}, nil)
 	h := &harness{gw: gw, notes: make(chan string, 10)}
 	cs := h.connect(t)
 	defer cs.Close()
 	start := time.Now()
-	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 5000}})
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 5000}})
 	if rpcCode(err) != CodeUpstreamTimeout || !strings.Contains(err.Error(), "200ms") {
 		t.Fatalf("err = %v, want code %d naming the timeout", err, CodeUpstreamTimeout)
 	}

@@ -18,25 +18,17 @@ import (
 // and serves its Handler on 127.0.0.1.
 func newHTTPGateway(t *testing.T, edit func(*config.Gateway)) (*Gateway, *httptest.Server) {
 	t.Helper()
-	cfg := &config.Config{Servers: map[string]config.Server{
-		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
-	}, Gateway: config.DefaultGateway()}
-	if edit != nil {
-		edit(&cfg.Gateway)
-	}
-	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
-	gw, err := New(cfg, &Options{Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start(context.Background())
+	gw := newAlphaGateway(t, func(c *config.Config) {
+		if edit != nil {
+			edit(&c.Gateway)
+		}
+	}, nil)
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() {
 		for ss := range gw.Server().Sessions() {
 			ss.Close()
 		}
 		srv.Close()
-		gw.Close(context.Background())
 	})
 	return gw, srv
 }

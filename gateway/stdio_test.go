@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/internal/demo"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -19,18 +17,8 @@ import (
 // newStdioGateway returns a started gateway with one in-memory upstream and
 // the recorded logs.
 func newStdioGateway(t testing.TB, maxBytes int64) (*Gateway, *observer.ObservedLogs) {
-	cfg := &config.Config{Servers: map[string]config.Server{
-		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
-	}, Gateway: config.DefaultGateway()}
-	cfg.Gateway.Limits.MaxMessageBytes = maxBytes
 	core, logs := observer.New(zap.InfoLevel)
-	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
-	gw, err := New(cfg, &Options{Logger: zap.New(core), Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start(context.Background())
-	t.Cleanup(func() { gw.Close(context.Background()) })
+	gw := newAlphaGateway(t, func(c *config.Config) { c.Gateway.Limits.MaxMessageBytes = maxBytes }, &Options{Logger: zap.New(core)})
 	return gw, logs
 }
 
