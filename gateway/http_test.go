@@ -116,13 +116,21 @@ func TestBrokenAndSlowUpstreams(t *testing.T) {
 		"good":   good.transport,
 		"broken": broken.transport,
 		"slow": func() (mcp.Transport, error) {
-			// A peer that accepts the connection and never answers.
+			// A peer that accepts the connection, reads, and never answers
+			// (as a hung process whose pipe buffer absorbs our writes).
 			ct, st := mcp.NewInMemoryTransports()
 			go func() {
 				conn, err := st.Connect(context.Background())
 				if err != nil {
 					return
 				}
+				go func() {
+					for {
+						if _, err := conn.Read(context.Background()); err != nil {
+							return
+						}
+					}
+				}()
 				<-silent
 				conn.Close()
 			}()

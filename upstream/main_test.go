@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 		os.Exit(runSpawnerChild())
 	case "parent":
 		os.Exit(runParentChild())
+	case "mute":
+		// A server that never reads its input nor answers.
+		time.Sleep(time.Hour)
+		os.Exit(0)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, os.Getenv(childEnv))
 		os.Exit(2)

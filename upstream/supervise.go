@@ -67,7 +67,21 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.opts.ConnectTimeout)
 	defer cancel()
+	// A peer that stops reading can block the SDK's Connect past its
+	// deadline (its cleanup writes a cancellation notification). When the
+	// deadline passes, abort the transport underneath: stopping the process
+	// closes our pipe ends, which unblocks the SDK.
+	connecting := make(chan struct{})
+	abort := context.AfterFunc(cctx, func() {
+		select {
+		case <-connecting:
+		default:
+			conn.stop(0)
+		}
+	})
 	cs, err := u.newClient().Connect(cctx, conn.transport, nil)
+	close(connecting)
+	abort()
 	if err != nil {
 		conn.stop(u.opts.StopGrace)
 		conn.release()

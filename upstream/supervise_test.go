@@ -130,3 +130,28 @@ func TestNewStatus(t *testing.T) {
 		t.Error("catalog before Start must be nil")
 	}
 }
+
+// TestConnectTimeoutMuteServer: a server that never reads nor answers fails
+// the connect within the connect timeout, is retried, and Close still
+// returns promptly with its process gone.
+func TestConnectTimeoutMuteServer(t *testing.T) {
+	checkLeaks(t)
+	opts := fastOptions()
+	opts.ConnectTimeout = 300 * time.Millisecond
+	opts.BackoffInitial, opts.BackoffMax = 200*time.Millisecond, 400*time.Millisecond
+	u := New(childConfig("mute", "mute", nil), opts)
+	u.Start(context.Background())
+	waitFor(t, 5*time.Second, "a failed connect naming the timeout", func() bool {
+		st := u.Status()
+		return st.State == StateFailed && strings.Contains(st.Error, "300ms")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := u.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Close took %s", took)
+	}
+}
