@@ -73,6 +73,10 @@ type Config struct {
 	Servers map[string]Server
 	// Gateway holds the gateway's own settings (key "gateway").
 	Gateway Gateway
+	// Auth says who may connect over HTTP (key "auth"); see Auth.Enabled.
+	Auth Auth
+	// Policy says who may see and use what (key "policy"); nil allows everything.
+	Policy *Policy
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
@@ -217,6 +221,7 @@ func DefaultGateway() Gateway {
 // inferred when empty. Call it before Validate. Load, Parse and LoadDefault need no call.
 func (c *Config) ApplyDefaults() {
 	c.Gateway.applyDefaults()
+	c.Auth.applyDefaults()
 	for name, s := range c.Servers {
 		s.Name = name
 		if s.Type == "" {
@@ -241,6 +246,23 @@ func (g *Gateway) applyDefaults() {
 	setIfZero(&g.Backoff.Max, defaultBackoffMax)
 	setIfZero(&g.Log.Level, defaultLogLevel)
 	setIfZero(&g.Log.Format, defaultLogFormat)
+}
+
+// Defaults of the auth section.
+const (
+	defaultLocalPrincipal = "local"
+	defaultPrincipalClaim = "sub"
+	defaultGroupsClaim    = "groups"
+	defaultJWTLeeway      = 30 * time.Second
+)
+
+func (a *Auth) applyDefaults() {
+	setIfZero(&a.Local.Name, defaultLocalPrincipal)
+	if a.JWT != nil {
+		setIfZero(&a.JWT.PrincipalClaim, defaultPrincipalClaim)
+		setIfZero(&a.JWT.GroupsClaim, defaultGroupsClaim)
+		setIfZero(&a.JWT.Leeway, defaultJWTLeeway)
+	}
 }
 
 func setIfZero[T comparable](p *T, v T) {

@@ -57,7 +57,7 @@ func TestParse(t *testing.T) {
 			name:   "empty YAML document gets the defaults",
 			format: FormatYAML,
 			doc:    "",
-			want:   &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway()},
+			want:   &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway()},
 		},
 		{
 			name:   "Claude Desktop file works unchanged",
@@ -81,7 +81,7 @@ func TestParse(t *testing.T) {
   }
 }`,
 			vars: map[string]string{"GITHUB_TOKEN": "ghp_123"},
-			want: &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 				"filesystem": {Name: "filesystem", Type: "stdio", Command: "npx",
 					Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop"}},
 				"github": {Name: "github", Type: "stdio", Command: "docker",
@@ -98,7 +98,7 @@ func TestParse(t *testing.T) {
   "tools": {"type": "sse", "url": "https://tools.example.com/events", "disabledTools": ["x"]}
 }}`,
 			vars: map[string]string{"WEATHER_TOKEN": "tok"},
-			want: &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 				"weather": {Name: "weather", Type: "http", URL: "https://weather.example.com/mcp",
 					Headers: map[string]string{"Authorization": "Bearer tok"}},
 				"legacy": {Name: "legacy", Type: "sse", URL: "http://localhost:3001/sse"},
@@ -117,7 +117,7 @@ func TestParse(t *testing.T) {
     "docs": {"type": "http", "url": "https://docs.example.com/mcp"},
   },
 }`,
-			want: &Config{Source: "test", ServersKey: "servers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "servers", Gateway: wantGateway(), Servers: map[string]Server{
 				"fetch": {Name: "fetch", Type: "stdio", Command: "uvx", Args: []string{"mcp-server-fetch"}},
 				"docs":  {Name: "docs", Type: "http", URL: "https://docs.example.com/mcp"},
 			}},
@@ -126,7 +126,7 @@ func TestParse(t *testing.T) {
 			name:   "JSON with a byte order mark",
 			format: FormatJSON,
 			doc:    "\ufeff{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}",
-			want: &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 				"a": {Name: "a", Type: "stdio", Command: "x"},
 			}},
 		},
@@ -134,7 +134,7 @@ func TestParse(t *testing.T) {
 			name:   "mcpServers wins over servers",
 			format: FormatYAML,
 			doc:    "servers: {a: {command: x}}\nmcpServers: {b: {command: y}}",
-			want: &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 				"b": {Name: "b", Type: "stdio", Command: "y"},
 			}},
 		},
@@ -146,7 +146,7 @@ func TestParse(t *testing.T) {
   "events": {"url": "https://e.example.com/events", "transportType": "sse"},
   "local": {"command": "node", "args": ["s.js"], "transportType": "stdio"}
 }}`,
-			want: &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 				"github.com/org/remote": {Name: "github.com/org/remote", Type: "http", URL: "https://r.example.com/mcp", Disabled: true},
 				"events":                {Name: "events", Type: "sse", URL: "https://e.example.com/events"},
 				"local":                 {Name: "local", Type: "stdio", Command: "node", Args: []string{"s.js"}},
@@ -159,7 +159,7 @@ func TestParse(t *testing.T) {
   "gem": {"httpUrl": "https://g.example.com/sse", "trust": true, "includeTools": ["a"], "excludeTools": ["b"]},
   "surf": {"serverUrl": "https://w.example.com/sse"}
 }}`,
-			want: &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 				"gem":  {Name: "gem", Type: "http", URL: "https://g.example.com/sse"},
 				"surf": {Name: "surf", Type: "sse", URL: "https://w.example.com/sse"},
 			}},
@@ -194,7 +194,7 @@ gateway:
   backoff: {initial: 100ms, max: 1s}
   log: {level: debug, format: console}
 `,
-			want: &Config{Source: "test", ServersKey: "mcpServers", Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Servers: map[string]Server{
 				"everything": {Name: "everything", Type: "stdio", Command: "npx",
 					Args: []string{"-y", "@modelcontextprotocol/server-everything"},
 					Env:  map[string]string{"LOG_LEVEL": "info"}, Cwd: "/srv/everything",
@@ -214,7 +214,7 @@ gateway:
 			name:   "JSON numbers, null prefix and partial sections keep the other defaults",
 			format: FormatJSON,
 			doc:    `{"mcpServers": {"a": {"command": "x", "prefix": null}}, "gateway": {"limits": {"maxSessions": 7}, "log": {}}}`,
-			want: &Config{Source: "test", ServersKey: "mcpServers", Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Servers: map[string]Server{
 				"a": {Name: "a", Type: "stdio", Command: "x"},
 			}, Gateway: func() Gateway { g := wantGateway(); g.Limits.MaxSessions = 7; return g }()},
 		},
@@ -227,7 +227,7 @@ mcpServers:
   one: {<<: *base, args: [one]}
   two: {<<: *base, args: [two]}
 `,
-			want: &Config{Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+			want: &Config{Auth: wantAuth, Source: "test", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 				"one": {Name: "one", Type: "stdio", Command: "srv", Args: []string{"one"}, Env: map[string]string{"MODE": "fast"}},
 				"two": {Name: "two", Type: "stdio", Command: "srv", Args: []string{"two"}, Env: map[string]string{"MODE": "fast"}},
 			}},
@@ -334,7 +334,7 @@ func TestLoadDefault(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadDefault: %v", err)
 	}
-	want := &Config{Source: "embedded default", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
+	want := &Config{Auth: wantAuth, Source: "embedded default", ServersKey: "mcpServers", Gateway: wantGateway(), Servers: map[string]Server{
 		"alpha": {Name: "alpha", Type: "stdio", Command: "/usr/bin/manifold", Args: []string{"demo-server", "--name", "alpha"}},
 		"beta":  {Name: "beta", Type: "stdio", Command: "/usr/bin/manifold", Args: []string{"demo-server", "--name", "beta"}},
 	}}
@@ -427,5 +427,52 @@ func TestFieldErrorString(t *testing.T) {
 				t.Errorf("Error() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// wantAuth is the auth section of a config that has none.
+var wantAuth = Auth{Local: Principal{Name: "local"}}
+
+func TestParseAccess(t *testing.T) {
+	doc := `
+auth:
+  apiKeys:
+    - { name: alice, key: "${ALICE_KEY}", groups: [dev] }
+    - { name: bob, keyHash: "sha256:` + strings.Repeat("AB", 32) + `", groups: [contractor] }
+  jwt: { issuer: "https://idp.example", jwksURL: "https://idp.example/jwks", groupsClaim: roles }
+  resource: "https://mcp.example/mcp"
+  local: { name: me, groups: [ops] }
+policy:
+  default: deny
+  rules:
+    - { allow: { tools: ["*"] }, principals: ["group:dev"] }
+    - { name: no-deletes, deny: { tools: ["*__delete_*"], servers: [prod] } }
+`
+	cfg, err := Parse([]byte(doc), FormatYAML, "m.yaml", testOpts(map[string]string{"ALICE_KEY": "alice-key-0123456789"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAuth := Auth{
+		APIKeys: []APIKey{
+			{Name: "alice", Key: "alice-key-0123456789", Groups: []string{"dev"}},
+			{Name: "bob", KeyHash: "sha256:" + strings.Repeat("AB", 32), Groups: []string{"contractor"}},
+		},
+		JWT: &JWT{Issuer: "https://idp.example", JWKSURL: "https://idp.example/jwks", PrincipalClaim: "sub",
+			GroupsClaim: "roles", Leeway: 30 * time.Second},
+		Resource: "https://mcp.example/mcp",
+		Local:    Principal{Name: "me", Groups: []string{"ops"}},
+	}
+	if diff := cmp.Diff(wantAuth, cfg.Auth); diff != "" {
+		t.Errorf("auth (-want +got):\n%s", diff)
+	}
+	wantPolicy := &Policy{Default: Deny, Rules: []Rule{
+		{Effect: Allow, Match: Match{Tools: []string{"*"}}, Principals: []string{"group:dev"}},
+		{Effect: Deny, Name: "no-deletes", Match: Match{Tools: []string{"*__delete_*"}, Servers: []string{"prod"}}},
+	}}
+	if diff := cmp.Diff(wantPolicy, cfg.Policy); diff != "" {
+		t.Errorf("policy (-want +got):\n%s", diff)
+	}
+	if !cfg.Auth.Enabled() {
+		t.Error("Auth.Enabled() = false with keys and JWT")
 	}
 }

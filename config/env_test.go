@@ -89,7 +89,7 @@ func TestEnvOverrides(t *testing.T) {
 			environ: []string{"MANIFOLD_GATEWAY__LISTEN=0.0.0.0:9000", "MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS=0"},
 			errs: []wantErr{
 				{"environment", "MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS", "greater than 0"},
-				{"environment", "MANIFOLD_GATEWAY__LISTEN", "requires gateway.insecure: true"},
+				{"environment", "MANIFOLD_GATEWAY__LISTEN", "or gateway.insecure: true"},
 			},
 		},
 	}

@@ -50,6 +50,6 @@ gateway:
 	}
 	// Output:
 	// manifold.yaml: gateway.limits.maxSesions: unknown key (did you mean "maxSessions"?)
-	// manifold.yaml: gateway.listen: a non-loopback address requires gateway.insecure: true, because this version has no authentication: anyone who can reach the address could use every upstream server
+	// manifold.yaml: gateway.listen: a non-loopback address requires authentication (auth.apiKeys or auth.jwt), or gateway.insecure: true to accept that anyone who can reach the address may use every upstream server
 	// manifold.yaml: mcpServers.weather.url: must be an absolute http(s) URL
 }

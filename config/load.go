@@ -33,6 +33,8 @@ const (
 	keyServers       = "mcpServers"
 	keyVSCodeServers = "servers"
 	keyGateway       = "gateway"
+	keyAuth          = "auth"
+	keyPolicy        = "policy"
 )
 
 //go:embed default.yaml
@@ -112,6 +114,7 @@ func Parse(data []byte, format, source string, opts *LoadOptions) (*Config, erro
 	d := &decoder{source: source, lookup: o.LookupEnv, log: o.Logger.Named("config")}
 	cfg := &Config{Source: source, Gateway: DefaultGateway()}
 	d.document(doc, cfg)
+	cfg.Auth.applyDefaults()
 	origins := applyEnv(o.Environ, &cfg.Gateway, &d.errs)
 	errs := append(d.errs, cfg.validate(origins, d.failed)...)
 	if err := joinErrors(errs); err != nil {
@@ -203,7 +206,11 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 			cfg.Servers = d.servers(k, doc[k])
 		case keyGateway:
 			d.section(keyGateway, gatewayFields(&cfg.Gateway), doc[k])
-		case "auth", "policy", "audit", "telemetry", "plugins":
+		case keyAuth:
+			d.auth(k, doc[k], &cfg.Auth)
+		case keyPolicy:
+			cfg.Policy = d.policy(k, doc[k])
+		case "audit", "telemetry", "plugins":
 			d.fail(k, "not supported yet in this version: remove it, it would not be enforced")
 		default:
 			if msg := topLevelTypo(k); msg != "" {
@@ -219,7 +226,7 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 // misspelling of one of ours (which would otherwise drop a whole section silently), else "".
 func topLevelTypo(k string) string {
 	lower := strings.ToLower(k)
-	for _, name := range []string{keyServers, keyGateway, "auth", "policy", "audit", "telemetry", "plugins"} {
+	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, "audit", "telemetry", "plugins"} {
 		near := len(name) >= 7 && editDistance(lower, strings.ToLower(name)) <= 2
 		if strings.EqualFold(k, name) || near {
 			return fmt.Sprintf("unknown key (did you mean %q?)", name)

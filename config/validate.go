@@ -43,7 +43,11 @@ func (v *validator) add(key, msg string) {
 
 func (c *Config) validate(origins map[string]string, failed map[string]bool) []*FieldError {
 	v := &validator{source: c.Source, origins: origins, failed: failed}
-	v.gateway(&c.Gateway)
+	v.gateway(&c.Gateway, c.Auth.Enabled())
+	v.auth(&c.Auth)
+	if c.Policy != nil {
+		v.policy(c.Policy)
+	}
 	section := c.ServersKey
 	if section == "" {
 		section = keyServers
@@ -168,8 +172,8 @@ func (v *validator) caFile(key, path string) {
 	}
 }
 
-func (v *validator) gateway(g *Gateway) {
-	v.listen(g.Listen, g.Insecure)
+func (v *validator) gateway(g *Gateway, authenticated bool) {
+	v.listen(g.Listen, g.Insecure || authenticated)
 	if !isName(g.Separator) {
 		v.add("gateway.separator", "must be non-empty and contain only letters, digits, _ and -")
 	}
@@ -233,8 +237,9 @@ func (v *validator) gateway(g *Gateway) {
 	}
 }
 
-// listen checks the listen address and that a non-loopback one is explicitly insecure.
-func (v *validator) listen(addr string, insecure bool) {
+// listen checks the listen address and that a non-loopback one is authenticated or
+// explicitly insecure.
+func (v *validator) listen(addr string, allowed bool) {
 	const key = "gateway.listen"
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -245,9 +250,9 @@ func (v *validator) listen(addr string, insecure bool) {
 		v.add(key, "port must be a number from 0 to 65535")
 		return
 	}
-	if !insecure && !isLoopback(host) {
-		v.add(key, "a non-loopback address requires gateway.insecure: true, because this version has no "+
-			"authentication: anyone who can reach the address could use every upstream server")
+	if !allowed && !isLoopback(host) {
+		v.add(key, "a non-loopback address requires authentication (auth.apiKeys or auth.jwt), or "+
+			"gateway.insecure: true to accept that anyone who can reach the address may use every upstream server")
 	}
 }
 

@@ -74,14 +74,85 @@ gateway:
 		},
 		{
 			name: "reserved sections are refused",
-			doc:  "auth: {apiKeys: [x]}\npolicy: {default: deny}\naudit: {}\ntelemetry: null\nplugins: []\n",
+			doc:  "audit: {}\ntelemetry: null\nplugins: []\n",
 			want: []wantErr{
 				{"m.yaml", "audit", "not supported yet in this version"},
-				{"m.yaml", "auth", "not supported yet in this version"},
 				{"m.yaml", "plugins", "not supported yet in this version"},
-				{"m.yaml", "policy", "not supported yet in this version"},
 				{"m.yaml", "telemetry", "not supported yet in this version"},
 			},
+		},
+		{
+			name: "auth shapes and values",
+			doc: `auth:
+  apiKeys:
+    - x
+    - {name: "", key: short}
+    - {name: "group:ops", key: "0123456789abcdef", keyHash: "sha256:00"}
+    - {name: a, keyHash: "md5:abc"}
+    - {name: b, key: "0123456789abcdef", groups: [""], role: admin}
+    - {name: c, keyHash: "sha256:` + HashAPIKey("0123456789abcdef")[len(KeyHashPrefix):] + `"}
+  jwt: {jwksURL: "http://idp.example/keys", secret: s, algorithms: [none], leeway: 1h}
+  resource: "mcp.example.com/mcp"
+  authorizationServers: ["https://idp.example"]
+  local: {name: "group:x"}
+  oauth: {}
+`,
+			want: []wantErr{
+				{"m.yaml", "auth.apiKeys[0]", "must be a mapping"},
+				{"m.yaml", "auth.apiKeys[1].key", "too short"},
+				{"m.yaml", "auth.apiKeys[1].name", "must not be empty"},
+				{"m.yaml", "auth.apiKeys[2]", "set exactly one of key and keyHash"},
+				{"m.yaml", "auth.apiKeys[2].name", `must not start with "group:"`},
+				{"m.yaml", "auth.apiKeys[3].keyHash", "64 hex digits"},
+				{"m.yaml", "auth.apiKeys[4].groups[0]", "must not be empty"},
+				{"m.yaml", "auth.apiKeys[4].role", "unknown key"},
+				{"m.yaml", "auth.apiKeys[5]", "the same key as auth.apiKeys[4]"},
+				{"m.yaml", "auth.jwt", "exactly one key source"},
+				{"m.yaml", "auth.jwt.algorithms[0]", "must be one of"},
+				{"m.yaml", "auth.jwt.issuer", "is required"},
+				{"m.yaml", "auth.jwt.jwksURL", "must use https"},
+				{"m.yaml", "auth.jwt.leeway", "between 0s and 5m"},
+				{"m.yaml", "auth.jwt.secret", "at least 32 bytes"},
+				{"m.yaml", "auth.local.name", `must not start with "group:"`},
+				{"m.yaml", "auth.oauth", "unknown key"},
+				{"m.yaml", "auth.resource", "absolute https URL"},
+			},
+		},
+		{
+			name: "policy shapes and values",
+			doc: `policy:
+  default: maybe
+  rules:
+    - {allow: {tools: ["*"]}, deny: {tools: [x]}}
+    - {principals: [alice]}
+    - {allow: {}, principals: ["group:", ""]}
+    - {deny: {tool: [x], prompts: [""]}, principals: []}
+    - "allow everything"
+  extra: 1
+`,
+			want: []wantErr{
+				{"m.yaml", "policy.default", "must be allow or deny"},
+				{"m.yaml", "policy.extra", "unknown key"},
+				{"m.yaml", "policy.rules[0]", "either allow or deny, not both"},
+				{"m.yaml", "policy.rules[1]", "needs allow: {…} or deny: {…}"},
+				{"m.yaml", "policy.rules[2].allow", "names no tools"},
+				{"m.yaml", "policy.rules[2].principals[0]", "names no group"},
+				{"m.yaml", "policy.rules[2].principals[1]", "must not be empty"},
+				{"m.yaml", "policy.rules[3].deny", "an empty pattern matches nothing"},
+				{"m.yaml", "policy.rules[3].deny.tool", `did you mean "tools"`},
+				{"m.yaml", "policy.rules[3].principals", "matches no one"},
+				{"m.yaml", "policy.rules[4]", "must be a mapping"},
+			},
+		},
+		{
+			name: "policy default is required",
+			doc:  "policy: {rules: [{allow: {tools: [a]}}]}\n",
+			want: []wantErr{{"m.yaml", "policy.default", "is required"}},
+		},
+		{
+			name: "authentication allows a non-loopback listener",
+			doc:  "gateway: {listen: \"0.0.0.0:1\"}\nauth: {apiKeys: [{name: a, key: \"0123456789abcdef\"}]}\nmcpServers: {x: {url: \"ftp://x\"}}\n",
+			want: []wantErr{{"m.yaml", "mcpServers.x.url", "absolute http(s) URL"}},
 		},
 		{
 			name: "misspelt top-level sections are errors, host settings are not",
@@ -239,17 +310,17 @@ gateway:
 		{
 			name: "non-loopback listen without insecure",
 			doc:  "gateway: {listen: \"0.0.0.0:8080\"}\n",
-			want: []wantErr{{"m.yaml", "gateway.listen", "requires gateway.insecure: true, because this version has no authentication"}},
+			want: []wantErr{{"m.yaml", "gateway.listen", "requires authentication (auth.apiKeys or auth.jwt), or gateway.insecure: true"}},
 		},
 		{
 			name: "empty host counts as non-loopback",
 			doc:  "gateway: {listen: \":8080\"}\n",
-			want: []wantErr{{"m.yaml", "gateway.listen", "requires gateway.insecure: true"}},
+			want: []wantErr{{"m.yaml", "gateway.listen", "or gateway.insecure: true"}},
 		},
 		{
 			name: "hostname counts as non-loopback",
 			doc:  "gateway: {listen: \"myhost:8080\"}\n",
-			want: []wantErr{{"m.yaml", "gateway.listen", "requires gateway.insecure: true"}},
+			want: []wantErr{{"m.yaml", "gateway.listen", "or gateway.insecure: true"}},
 		},
 		{
 			name: "listen must be host:port",
