@@ -13,12 +13,14 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/authn"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -58,7 +60,10 @@ type Gateway struct {
 	nsOpts namespacing.Options
 
 	routes   atomic.Pointer[routes]
-	inflight atomic.Int64 // requests being handled, for draining
+	access   atomic.Pointer[access]
+	views    atomic.Pointer[viewCache]
+	authn    *authn.Authenticator // nil while auth is off; closed by Close
+	inflight atomic.Int64         // requests being handled, for draining
 
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
@@ -85,6 +90,17 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	var an *authn.Authenticator
+	if cfg.Auth.Enabled() {
+		// A JWKS that does not answer quickly is fetched in the background.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		an, err = authn.New(ctx, &cfg.Auth, &authn.Options{Logger: o.Logger.Named("auth")})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	g := &Gateway{
 		cfg:      cfg,
 		opts:     o,
@@ -93,7 +109,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		registry: newRegistry(),
 		problems: map[string]bool{},
 		changed:  make(chan struct{}, 1),
+		authn:    an,
 	}
+	g.access.Store(newAccess(cfg, an))
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -171,6 +189,9 @@ func (g *Gateway) Start(ctx context.Context) {
 // Close stops every upstream (gracefully, in parallel) and the merge loop,
 // waiting at most until ctx is done.
 func (g *Gateway) Close(ctx context.Context) error {
+	if g.authn != nil {
+		g.authn.Close()
+	}
 	if g.cancel == nil {
 		return nil
 	}

@@ -1,16 +1,18 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,10 +28,28 @@ func TestMain(m *testing.M) {
 // transports; kill ends its current session, as a crash would.
 type fakeUpstream struct {
 	server *mcp.Server
+	calls  atomic.Int64 // requests other than initialize, ping and lists
 	mu     sync.Mutex
 	cur    *mcp.ServerSession
 	dials  int
 	down   bool
+}
+
+// newFakeUpstream wraps server, counting the requests that reach it.
+func newFakeUpstream(server *mcp.Server) *fakeUpstream {
+	f := &fakeUpstream{server: server}
+	server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch {
+			case method == "initialize", method == "ping", method == "server/discover", method == "subscriptions/listen",
+				strings.HasPrefix(method, "notifications/"), strings.HasSuffix(method, "/list"):
+			default:
+				f.calls.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return f
 }
 
 func (f *fakeUpstream) transport() (mcp.Transport, error) {
@@ -83,6 +103,13 @@ type upstreamSpec struct {
 
 func newHarness(t *testing.T, specs ...upstreamSpec) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil, specs...)
+}
+
+// newHarnessWith is newHarness with a config edit (auth, policy, limits)
+// applied before the gateway is built.
+func newHarnessWith(t *testing.T, edit func(*config.Config), specs ...upstreamSpec) *harness {
+	t.Helper()
 	cfg := &config.Config{Servers: map[string]config.Server{}, Gateway: config.DefaultGateway(), Source: "test"}
 	cfg.Gateway.Backoff.Initial = 10 * time.Millisecond
 	cfg.Gateway.Backoff.Max = 50 * time.Millisecond
@@ -91,10 +118,14 @@ func newHarness(t *testing.T, specs ...upstreamSpec) *harness {
 	transports := map[string]func() (mcp.Transport, error){}
 	for _, s := range specs {
 		cfg.Servers[s.name] = config.Server{Name: s.name, Type: "stdio", Command: "unused", Prefix: s.prefix}
-		f := &fakeUpstream{server: demo.NewServer(s.demoName, s.opts)}
+		f := newFakeUpstream(demo.NewServer(s.demoName, s.opts))
 		h.ups[s.name] = f
 		transports[s.name] = f.transport
 	}
+	if edit != nil {
+		edit(cfg)
+	}
+	cfg.Auth.Local.Name = cmp.Or(cfg.Auth.Local.Name, "local")
 	gw, err := New(cfg, &Options{Transports: transports})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +161,7 @@ func newAlphaGateway(t testing.TB, edit func(*config.Config), opts *Options) *Ga
 	if opts != nil {
 		o = *opts
 	}
-	f := &fakeUpstream{server: demo.NewServer("alpha", nil)}
+	f := newFakeUpstream(demo.NewServer("alpha", nil))
 	o.Transports = map[string]func() (mcp.Transport, error){"alpha": f.transport}
 	gw, err := New(cfg, &o)
 	if err != nil {
@@ -143,6 +174,13 @@ func newAlphaGateway(t testing.TB, edit func(*config.Config), opts *Options) *Ga
 
 func (h *harness) connect(t testing.TB) *mcp.ClientSession {
 	t.Helper()
+	return h.connectVersion(t, "")
+}
+
+// connectVersion connects a client offering protocol version v ("" = the
+// SDK's latest); it is closed when the test ends.
+func (h *harness) connectVersion(t testing.TB, v string) *mcp.ClientSession {
+	t.Helper()
 	note := func(method string) { h.notes <- method }
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, &mcp.ClientOptions{
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { note("tools") },
@@ -152,9 +190,12 @@ func (h *harness) connect(t testing.TB) *mcp.ClientSession {
 	if _, err := h.gw.Server().Connect(context.Background(), st, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := c.Connect(context.Background(), ct, nil)
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: v})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if v != "" {
+		t.Cleanup(func() { cs.Close() })
 	}
 	return cs
 }
@@ -346,7 +387,7 @@ func TestResourcesPromptsCompletion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, cr.Completion.Values); diff != "" {
+			if diff := gocmp.Diff(tc.want, cr.Completion.Values); diff != "" {
 				t.Errorf("values (-want +got):\n%s", diff)
 			}
 		})

@@ -6,8 +6,10 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/manifold-mcp/manifold/policy"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 )
 
 // metaServerInfo is the _meta key the SDK fills with the answering server's
@@ -15,10 +17,12 @@ import (
 // see the gateway.
 const metaServerInfo = "io.modelcontextprotocol/serverInfo"
 
-// callTool forwards tools/call to the upstream owning the name.
+// callTool forwards tools/call to the upstream owning the name. A name the
+// principal may not use gets the SDK's own answer for a name that does not
+// exist, word for word.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	rt, ok := g.routes.Load().tools[req.Params.Name]
-	if !ok {
+	if !ok || !g.allowed(ctx, req, policy.Tool, req.Params.Name, rt.up.Name()) {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown tool %q", req.Params.Name)
 	}
 	params := &mcp.CallToolParams{Meta: forwardMeta(req.Params.Meta), Name: rt.original}
@@ -37,7 +41,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 // getPrompt forwards prompts/get.
 func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	rt, ok := g.routes.Load().prompts[req.Params.Name]
-	if !ok {
+	if !ok || !g.allowed(ctx, req, policy.Prompt, req.Params.Name, rt.up.Name()) {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown prompt %q", req.Params.Name)
 	}
 	params := *req.Params
@@ -59,7 +63,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 // so that URIs found only in tool results are readable too.
 func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	rt, ok := g.routes.Load().resource(req.Params.URI)
-	if !ok {
+	if !ok || !g.readable(ctx, req, req.Params.URI, rt) {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
 	params := *req.Params
@@ -70,6 +74,9 @@ func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResource
 		return nil, upstreamError(err)
 	}
 	delete(res.Meta, metaServerInfo)
+	if a := g.access.Load(); !a.policy.Unrestricted() {
+		res.CacheScope = a.cacheScope
+	}
 	for _, c := range res.Contents {
 		if c != nil && c.URI != "" {
 			c.URI = namespacing.WrapURI(rt.prefix, c.URI)
@@ -94,9 +101,11 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	switch ref.Type {
 	case "ref/prompt":
 		rt, ok = r.prompts[ref.Name]
+		ok = ok && g.allowed(ctx, req, policy.Prompt, ref.Name, rt.up.Name())
 		ref.Name = rt.original
 	case "ref/resource":
 		rt, ok = r.resource(ref.URI)
+		ok = ok && g.allowed(ctx, req, policy.Template, ref.URI, rt.up.Name())
 		ref.URI = rt.original
 	}
 	if !ok {
@@ -108,6 +117,60 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	}
 	delete(res.Meta, metaServerInfo)
 	return res, nil
+}
+
+// readable reports whether req's principal may read uri, which routes to
+// rt. Besides the policy decision on the URI as the client wrote it, a URI
+// that an upstream could resolve to another name (dot segments, percent-
+// encoded unreserved characters) is refused while a policy is in force:
+// rules match exact strings, so "manifold://s/a/../secret" must not reach
+// what "manifold://s/secret" denies.
+func (g *Gateway) readable(ctx context.Context, req mcp.Request, uri string, rt route) bool {
+	if g.access.Load().policy.Unrestricted() {
+		return true
+	}
+	if namespacing.NonCanonicalURI(uri) {
+		g.log.Info("policy denied a non-canonical URI", zap.String(keyName, uri))
+		return false
+	}
+	// Decide on the URI as the gateway itself writes it: the scheme of a
+	// wrapped URI is matched case-insensitively when routing.
+	return g.allowed(ctx, req, policy.Resource, namespacing.WrapURI(rt.prefix, rt.original), rt.up.Name())
+}
+
+// filterListen drops from a subscriptions/listen request the resource URIs
+// the principal may not read, silently, as the SDK drops those it cannot
+// serve: a refusal would tell denied URIs from unknown ones.
+func (g *Gateway) filterListen(ctx context.Context, req *mcp.SubscriptionsListenRequest) {
+	if req.Params == nil || req.Params.Notifications == nil || len(req.Params.Notifications.ResourceSubscriptions) == 0 {
+		return
+	}
+	n := *req.Params.Notifications
+	n.ResourceSubscriptions = nil
+	r := g.routes.Load()
+	for _, uri := range req.Params.Notifications.ResourceSubscriptions {
+		if rt, ok := r.resource(uri); ok && g.readable(ctx, req, uri, rt) {
+			n.ResourceSubscriptions = append(n.ResourceSubscriptions, uri)
+		}
+	}
+	params := *req.Params
+	params.Notifications = &n
+	req.Params = &params
+}
+
+// subscriptionURI returns the URI of a resources/(un)subscribe request.
+func subscriptionURI(req mcp.Request) string {
+	switch r := req.(type) {
+	case *mcp.SubscribeRequest:
+		if r.Params != nil {
+			return r.Params.URI
+		}
+	case *mcp.UnsubscribeRequest:
+		if r.Params != nil {
+			return r.Params.URI
+		}
+	}
+	return ""
 }
 
 func refLabel(ref *mcp.CompleteReference) string {
@@ -175,10 +238,23 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		g.inflight.Add(1)
 		defer g.inflight.Add(-1)
+		if res, handled, err := g.list(ctx, req); handled {
+			return res, err
+		}
 		switch method {
 		case "resources/read":
 			if rr, ok := req.(*mcp.ReadResourceRequest); ok && rr.Params != nil {
 				return g.readResourceHandler(ctx, rr)
+			}
+		case "subscriptions/listen":
+			if lr, ok := req.(*mcp.SubscriptionsListenRequest); ok {
+				g.filterListen(ctx, lr)
+			}
+		case "resources/subscribe", "resources/unsubscribe":
+			if uri := subscriptionURI(req); uri != "" {
+				if rt, ok := g.routes.Load().resource(uri); !ok || !g.readable(ctx, req, uri, rt) {
+					return nil, mcp.ResourceNotFoundError(uri)
+				}
 			}
 		case "initialize":
 			res, err := next(ctx, method, req)

@@ -23,9 +23,12 @@ const modernProtocol = "2026-07-28"
 //	/mcp  streamable HTTP; requests whose MCP-Protocol-Version is 2026-07-28
 //	      or later go to a stateless handler, older ones to the stateful one
 //	/sse  legacy HTTP+SSE (2024-11-05); messages are POSTed to /sse?sessionid=…
+//	/.well-known/oauth-protected-resource[/mcp]
+//	      OAuth protected resource metadata, when tokens come from an
+//	      authorization server
 //
-// wrapped in Host/Origin checks (DNS rebinding), the message size limit and
-// the session limit.
+// wrapped in Host/Origin checks (DNS rebinding), the message size limit,
+// bearer authentication (when auth is on) and the session limit.
 func (g *Gateway) Handler() http.Handler {
 	lim := g.cfg.Gateway.Limits
 	getServer := func(*http.Request) *mcp.Server { return g.server }
@@ -44,8 +47,11 @@ func (g *Gateway) Handler() http.Handler {
 		MaxRequestBodyBytes:        lim.MaxMessageBytes,
 		DisableLocalhostProtection: true,
 	})
+	authn := newHTTPAuth(g)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(prmPath, g.protectedResource)
+	mux.HandleFunc(prmPath+"/", g.protectedResource)
+	mux.Handle("/mcp", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernProtocol {
 			stateless.ServeHTTP(w, r)
 			return
@@ -54,13 +60,13 @@ func (g *Gateway) Handler() http.Handler {
 			return
 		}
 		stateful.ServeHTTP(w, r)
-	}))
-	mux.Handle("/sse", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	})))
+	mux.Handle("/sse", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && !g.admitSession(w) {
 			return
 		}
 		sse.ServeHTTP(w, r)
-	}))
+	})))
 	return g.checkHostOrigin(g.limitBody(mux))
 }
 

@@ -10,4 +10,8 @@ const (
 	keyKind   = "kind"
 	keyName   = "name"
 	keyAddr   = "addr"
+
+	keyPrincipal = "principal"
+	keyGroups    = "groups"
+	keyRule      = "rule"
 )

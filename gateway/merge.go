@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/manifold-mcp/manifold/namespacing"
@@ -25,8 +26,10 @@ func (p mergeProblem) String() string {
 // generation. It is pure apart from reading each upstream's Catalog.
 func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header string) (*routes, []mergeProblem) {
 	r := &routes{
-		byPrefix: map[string]*upstream.Upstream{},
-		byName:   map[string]*upstream.Upstream{},
+		byPrefix:       map[string]*upstream.Upstream{},
+		byName:         map[string]*upstream.Upstream{},
+		resourceServer: map[string]string{},
+		templateServer: map[string]string{},
 	}
 	var problems []mergeProblem
 	var toolSrc, promptSrc []namespacing.Source
@@ -82,6 +85,10 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 				}
 				exact[res.URI] = name
 			}
+			if _, dup := r.resourceServer[uri]; dup {
+				continue // listed twice by the same server
+			}
+			r.resourceServer[uri] = name
 			def := *res
 			def.URI = uri
 			r.resourceDefs = append(r.resourceDefs, &def)
@@ -92,6 +99,13 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 				problems = append(problems, mergeProblem{name, "resource template", t.URITemplate, reason})
 				continue
 			}
+			if owner, dup := r.templateServer[tmpl]; dup {
+				if owner != name {
+					problems = append(problems, mergeProblem{name, "resource template", t.URITemplate, fmt.Sprintf("template already exposed by unprefixed server %q", owner)})
+				}
+				continue
+			}
+			r.templateServer[tmpl] = name
 			if prefix == "" {
 				templates[t.URITemplate] = name
 			}
@@ -120,6 +134,12 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 	})
 	problems = append(problems, p...)
 	r.instructions = instructions.String()
+	// Sorted by key, as the SDK lists them: clients page through these.
+	slices.SortFunc(r.toolDefs, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.promptDefs, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.resourceDefs, func(a, b *mcp.Resource) int { return strings.Compare(a.URI, b.URI) })
+	slices.SortFunc(r.templateDefs, func(a, b *mcp.ResourceTemplate) int { return strings.Compare(a.URITemplate, b.URITemplate) })
+	r.all = view{tools: r.toolDefs, prompts: r.promptDefs, resources: r.resourceDefs, templates: r.templateDefs}
 	return r, problems
 }
 

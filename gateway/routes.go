@@ -23,12 +23,21 @@ type routes struct {
 	owners   *namespacing.Owners           // URIs of unprefixed upstreams
 	byName   map[string]*upstream.Upstream
 
-	// The exposed definitions, in merge order, for syncing into mcp.Server.
+	// resourceServer and templateServer name the server of each exposed
+	// resource URI and template, for policies over whole servers.
+	resourceServer map[string]string
+	templateServer map[string]string
+
+	// The exposed definitions, sorted by name or URI: listed to clients
+	// (filtered per principal) and synced into mcp.Server.
 	toolDefs     []*mcp.Tool
 	promptDefs   []*mcp.Prompt
 	resourceDefs []*mcp.Resource
 	templateDefs []*mcp.ResourceTemplate
 	instructions string
+
+	// all is the view of everything, for an unrestricted policy.
+	all view
 }
 
 // resource finds the upstream owning a URI as the client sees it, and the

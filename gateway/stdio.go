@@ -36,7 +36,8 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	go func() { pw.CloseWithError(g.filterLines(r, pw, out, max)) }()
 
 	t := &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: max + 1}
-	ss, err := g.server.Connect(ctx, t, nil)
+	// The session's handlers run in this context: it names the principal.
+	ss, err := g.server.Connect(withPrincipal(ctx, g.access.Load().local), t, nil)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}

@@ -30,5 +30,23 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
 
+# Every parser of untrusted input is fuzzed briefly on each run; a failure
+# leaves its input under testdata/fuzz for `go test` to replay.
+fuzztime=${FUZZTIME:-5s}
+if [ "$fuzztime" != "0" ]; then
+  echo "== fuzz ($fuzztime each)"
+  for target in \
+    ./policy:FuzzPattern ./policy:FuzzDecide \
+    ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
+    ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzName ./namespacing:FuzzURI \
+    ./config:FuzzParse ./gateway:FuzzStdio; do
+    if ! out=$(go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "$fuzztime" "${target%%:*}" 2>&1); then
+      echo "$out" | tail -40 >&2
+      echo "fuzz ${target} failed; rerun: go test -run '^$' -fuzz '^${target#*:}\$' ${target%%:*}" >&2
+      exit 1
+    fi
+  done
+fi
+
 echo "== node harness self-test"
 (cd test/node && node --test selftest.test.mjs)

@@ -19,6 +19,7 @@ const usage = `manifold — one MCP endpoint in front of many MCP servers
 Usage:
   manifold serve [--config FILE] [--listen ADDR] [--stdio] [--log-file FILE]
   manifold validate --config FILE
+  manifold policy explain --config FILE --principal NAME (--tool NAME | …)
   manifold demo-server [--name NAME] [--http ADDR]
   manifold version
 
@@ -48,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return serve(ctx, args[1:], stdin, stdout, stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
+	case "policy":
+		return policyCmd(args[1:], stdout, stderr)
 	case "demo-server":
 		if err := demo.Main(ctx, args[1:], stdin, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "demo-server: %v\n", err)

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/gateway"
+	"github.com/manifold-mcp/manifold/internal/authn"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -136,8 +138,40 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d servers enabled)\n", cfg.Source, len(cfg.Enabled()))
+	if cfg.Auth.Enabled() {
+		// Keys and algorithms only authn can check (PEM contents); no JWKS fetch.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		an, err := authn.New(ctx, &cfg.Auth, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cfg.Source, err)
+			return 1
+		}
+		an.Close()
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d servers enabled; %s; %s)\n", cfg.Source, len(cfg.Enabled()), authSummary(&cfg.Auth), policySummary(cfg.Policy))
 	return 0
+}
+
+func authSummary(a *config.Auth) string {
+	if !a.Enabled() {
+		return "auth off: loopback only"
+	}
+	var parts []string
+	if n := len(a.APIKeys); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d API keys", n))
+	}
+	if a.JWT != nil {
+		parts = append(parts, "JWT from "+a.JWT.Issuer)
+	}
+	return "auth: " + strings.Join(parts, ", ")
+}
+
+func policySummary(p *config.Policy) string {
+	if p == nil {
+		return "no policy: everything allowed"
+	}
+	return fmt.Sprintf("policy: default %s, %d rules", p.Default, len(p.Rules))
 }
 
 // newLogger builds the root logger from gateway.log, writing to file or to

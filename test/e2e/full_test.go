@@ -43,11 +43,11 @@ func startFixtureHTTP(t *testing.T, name string) string {
 	return ""
 }
 
-// fullConfig fronts server-everything and server-memory (stdio, npm) and the
-// Go fixture over streamable HTTP.
-func fullConfig(t *testing.T, fixtureURL string) string {
+// npmServers is the mcpServers section fronting server-everything and
+// server-memory (stdio, npm), the latter storing into memoryFile.
+func npmServers(memoryFile string) string {
 	nm := filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol")
-	return writeConfig(t, fmt.Sprintf(`
+	return fmt.Sprintf(`
 mcpServers:
   everything:
     command: node
@@ -57,14 +57,18 @@ mcpServers:
     args: [%q]
     env: { MEMORY_FILE_PATH: %q }
     autoApprove: [read_graph]   # a host-only key: ignored
+`, filepath.Join(nm, "server-everything", "dist", "index.js"), filepath.Join(nm, "server-memory", "dist", "index.js"), memoryFile)
+}
+
+// fullConfig fronts the npm servers and the Go fixture over streamable HTTP.
+func fullConfig(t *testing.T, fixtureURL string) string {
+	return writeConfig(t, npmServers(filepath.Join(t.TempDir(), "memory.jsonl"))+fmt.Sprintf(`
   fixture:
     type: http
     url: %s/mcp
 gateway:
   timeouts: { call: 20s }
-`, filepath.Join(nm, "server-everything", "dist", "index.js"),
-		filepath.Join(nm, "server-memory", "dist", "index.js"),
-		filepath.Join(t.TempDir(), "memory.jsonl"), fixtureURL))
+`, fixtureURL))
 }
 
 // inventory is what one upstream offers when asked directly: names, and

@@ -1,0 +1,250 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/policy"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// access is the identity and policy half of a config snapshot: who sends a
+// request, and what that principal may see and use. It is immutable and
+// swapped as a whole.
+type access struct {
+	policy *policy.Policy
+	authn  *authn.Authenticator // nil while auth is off
+	// local is the principal of stdio sessions, and of every HTTP request
+	// while auth is off.
+	local *policy.Principal
+	// cacheScope marks list and read results: "private" when what a client
+	// sees depends on who it is, so that no shared cache serves it to others.
+	cacheScope string
+}
+
+func newAccess(cfg *config.Config, an *authn.Authenticator) *access {
+	a := &access{
+		policy:     policy.Compile(cfg.Policy),
+		local:      policy.NewPrincipal(cfg.Auth.Local.Name, cfg.Auth.Local.Groups),
+		cacheScope: "public",
+	}
+	if an != nil && an.Enabled() {
+		a.authn = an
+	}
+	if !a.policy.Unrestricted() {
+		a.cacheScope = "private"
+	}
+	return a
+}
+
+// identityKey holds the *authn.Identity in the SDK's auth.TokenInfo.Extra,
+// which the streamable HTTP transport hands to every request of a session.
+const identityKey = "manifold/identity"
+
+// principalKey is the context key of the principal of sessions whose
+// requests carry no token info: stdio, and legacy SSE, whose handlers run in
+// the context of the authenticated GET that opened the session.
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p *policy.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principal returns who sent req. ok is false when auth is on and req holds
+// no identity, which callers treat as "may see nothing".
+func (g *Gateway) principal(ctx context.Context, req mcp.Request) (p *policy.Principal, ok bool) {
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		if id, ok := extra.TokenInfo.Extra[identityKey].(*authn.Identity); ok {
+			return id.Principal, true
+		}
+	}
+	if p, ok := ctx.Value(principalKey{}).(*policy.Principal); ok {
+		return p, true
+	}
+	if a := g.access.Load(); a.authn == nil {
+		return a.local, true
+	}
+	return nil, false
+}
+
+// allowed reports whether req's principal may use the item. A denial is
+// logged with the rule that decided it; the caller answers exactly as for a
+// name that does not exist, so that denied names cannot be enumerated.
+func (g *Gateway) allowed(ctx context.Context, req mcp.Request, kind policy.Kind, name, server string) bool {
+	a := g.access.Load()
+	if a.policy.Unrestricted() {
+		return true
+	}
+	pr, ok := g.principal(ctx, req)
+	if !ok {
+		g.log.Warn("request without identity refused", zap.String(keyKind, kind.String()), zap.String(keyName, name))
+		return false
+	}
+	d := a.policy.Decide(pr, kind, name, server)
+	if !d.Allowed {
+		g.log.Info("policy denied",
+			zap.String(keyPrincipal, pr.Name()), zap.Strings(keyGroups, pr.Groups()),
+			zap.String(keyKind, kind.String()), zap.String(keyName, name), zap.String(keyServer, server),
+			zap.String(keyRule, a.policy.Describe(d)))
+	}
+	return d.Allowed
+}
+
+// view is what one principal may list, in the routes' order.
+type view struct {
+	tools     []*mcp.Tool
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+}
+
+// viewCache holds the views of one routes generation under one access
+// snapshot, by principal key. A new generation or snapshot starts afresh.
+type viewCache struct {
+	routes *routes
+	access *access
+	views  sync.Map // principal key → *view
+	size   atomic.Int32
+}
+
+// maxCachedViews bounds the cache; principals beyond it get their view
+// computed per list request.
+const maxCachedViews = 1024
+
+// view returns what req's principal may list.
+func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
+	r, a := g.routes.Load(), g.access.Load()
+	if a.policy.Unrestricted() {
+		return &r.all
+	}
+	pr, ok := g.principal(ctx, req)
+	if !ok {
+		return &view{}
+	}
+	vc := g.views.Load()
+	if vc == nil || vc.routes != r || vc.access != a {
+		fresh := &viewCache{routes: r, access: a}
+		if !g.views.CompareAndSwap(vc, fresh) {
+			fresh = g.views.Load() // another request got there first
+		}
+		vc = fresh
+	}
+	if vc.routes == r && vc.access == a {
+		if v, ok := vc.views.Load(pr.Key()); ok {
+			return v.(*view)
+		}
+	}
+	v := filterView(r, a.policy, pr)
+	if vc.routes == r && vc.access == a && vc.size.Add(1) <= maxCachedViews {
+		vc.views.Store(pr.Key(), v)
+	}
+	return v
+}
+
+func filterView(r *routes, p *policy.Policy, pr *policy.Principal) *view {
+	v := &view{}
+	for _, t := range r.toolDefs {
+		if p.Decide(pr, policy.Tool, t.Name, r.tools[t.Name].up.Name()).Allowed {
+			v.tools = append(v.tools, t)
+		}
+	}
+	for _, pt := range r.promptDefs {
+		if p.Decide(pr, policy.Prompt, pt.Name, r.prompts[pt.Name].up.Name()).Allowed {
+			v.prompts = append(v.prompts, pt)
+		}
+	}
+	for _, res := range r.resourceDefs {
+		if p.Decide(pr, policy.Resource, res.URI, r.resourceServer[res.URI]).Allowed {
+			v.resources = append(v.resources, res)
+		}
+	}
+	for _, t := range r.templateDefs {
+		if p.Decide(pr, policy.Template, t.URITemplate, r.templateServer[t.URITemplate]).Allowed {
+			v.templates = append(v.templates, t)
+		}
+	}
+	return v
+}
+
+// pageSize is the number of items per list page, as the SDK's default.
+const pageSize = mcp.DefaultPageSize
+
+// page returns the items after cursor (the last key of the previous page),
+// at most pageSize of them, and the cursor of the next page ("" at the end).
+// items are sorted by key. A cursor names a position, not an index, so
+// paging stays correct while the lists change.
+func page[T any](items []T, key func(T) string, cursor string) ([]T, string, error) {
+	start := 0
+	if cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil {
+			return nil, "", mcpx.RPCError(jsonrpc.CodeInvalidParams, "invalid cursor")
+		}
+		start = sort.Search(len(items), func(i int) bool { return key(items[i]) > string(after) })
+	}
+	end := min(start+pageSize, len(items))
+	out := make([]T, end-start) // a copy: never hand the shared view to the SDK
+	copy(out, items[start:end])
+	next := ""
+	if end < len(items) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(key(items[end-1])))
+	}
+	return out, next, nil
+}
+
+// list answers the four list methods from the principal's view; handled is
+// false for any other request.
+func (g *Gateway) list(ctx context.Context, req mcp.Request) (res mcp.Result, handled bool, err error) {
+	v := func() *view { return g.view(ctx, req) }
+	c := mcp.Cacheable{CacheScope: g.access.Load().cacheScope}
+	switch req := req.(type) {
+	case *mcp.ListToolsRequest:
+		r := &mcp.ListToolsResult{Cacheable: c}
+		r.Tools, r.NextCursor, err = page(v().tools, func(t *mcp.Tool) string { return t.Name }, cursor(req.Params))
+		return r, true, err
+	case *mcp.ListPromptsRequest:
+		r := &mcp.ListPromptsResult{Cacheable: c}
+		r.Prompts, r.NextCursor, err = page(v().prompts, func(p *mcp.Prompt) string { return p.Name }, cursor(req.Params))
+		return r, true, err
+	case *mcp.ListResourcesRequest:
+		r := &mcp.ListResourcesResult{Cacheable: c}
+		r.Resources, r.NextCursor, err = page(v().resources, func(r *mcp.Resource) string { return r.URI }, cursor(req.Params))
+		return r, true, err
+	case *mcp.ListResourceTemplatesRequest:
+		r := &mcp.ListResourceTemplatesResult{Cacheable: c}
+		r.ResourceTemplates, r.NextCursor, err = page(v().templates, func(t *mcp.ResourceTemplate) string { return t.URITemplate }, cursor(req.Params))
+		return r, true, err
+	}
+	return nil, false, nil
+}
+
+// cursor returns the cursor of a list request's params, which may be nil.
+func cursor(p any) string {
+	switch p := p.(type) {
+	case *mcp.ListToolsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListPromptsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourcesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourceTemplatesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	}
+	return ""
+}

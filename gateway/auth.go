@@ -1,0 +1,226 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"go.uber.org/zap"
+)
+
+// prmPath is where OAuth 2.0 Protected Resource Metadata (RFC 9728) is
+// served; the resource's path is appended to it (…/mcp).
+const prmPath = "/.well-known/oauth-protected-resource"
+
+// identityCtxKey carries the identity from requireAuth to the SDK's
+// token-info hook.
+type identityCtxKey struct{}
+
+// httpAuth authenticates HTTP requests to the MCP endpoints. Requests carry
+// their bearer token every time (per MCP authorization); the identity goes
+// into the SDK's auth.TokenInfo, which binds a streamable session to its
+// principal and hands the identity to every request of the session. Legacy
+// SSE sessions are bound here, by session id.
+type httpAuth struct {
+	g        *Gateway
+	tokenHop func(http.Handler) http.Handler
+	sse      sync.Map // SSE session id → principal name
+}
+
+func newHTTPAuth(g *Gateway) *httpAuth {
+	h := &httpAuth{g: g}
+	h.tokenHop = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		id, ok := ctx.Value(identityCtxKey{}).(*authn.Identity)
+		if !ok {
+			return nil, fmt.Errorf("%w: not authenticated", auth.ErrInvalidToken)
+		}
+		return &auth.TokenInfo{
+			UserID:     id.Principal.Name(),
+			Scopes:     id.Scopes,
+			Expiration: id.Expiry,
+			Extra:      map[string]any{identityKey: id},
+		}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: g.jwtLeeway()})
+	return h
+}
+
+func (g *Gateway) jwtLeeway() (d time.Duration) {
+	if j := g.cfg.Auth.JWT; j != nil {
+		d = j.Leeway
+	}
+	return d
+}
+
+// require wraps an MCP endpoint: without auth it passes every request (as
+// the local principal); with auth it answers 401 to a request without a
+// valid bearer token.
+func (h *httpAuth) require(next http.Handler) http.Handler {
+	authed := h.tokenHop(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := h.g.access.Load()
+		if a.authn == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token, ok := authn.BearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			reason := "no bearer token"
+			if r.Header.Get("Authorization") != "" {
+				reason = "malformed Authorization header"
+			}
+			h.g.log.Debug("request refused: "+reason, zap.String(keyAddr, r.RemoteAddr))
+			h.unauthorized(w, r, reason, r.Header.Get("Authorization") != "")
+			return
+		}
+		id, err := a.authn.Authenticate(r.Context(), token)
+		if err != nil {
+			reason := "invalid token"
+			if errors.Is(err, authn.ErrInvalidToken) {
+				reason = err.Error()
+			}
+			h.g.log.Warn("authentication failed", zap.String(keyAddr, r.RemoteAddr), zap.String(keyReason, reason))
+			h.unauthorized(w, r, reason, true)
+			return
+		}
+		ctx := withPrincipal(context.WithValue(r.Context(), identityCtxKey{}, id), id.Principal)
+		r = r.WithContext(ctx)
+		if r.URL.Path == "/sse" && !h.bindSSE(w, r, id.Principal.Name()) {
+			return
+		}
+		if r.URL.Path == "/sse" && r.Method == http.MethodGet {
+			sniff := &sseSniffer{ResponseWriter: w}
+			defer func() {
+				if sniff.id != "" {
+					h.sse.Delete(sniff.id)
+				}
+			}()
+			sniff.onID = func(sid string) { h.sse.Store(sid, id.Principal.Name()) }
+			w = sniff
+		}
+		authed.ServeHTTP(w, r)
+	})
+}
+
+// bindSSE refuses a POST to an SSE session opened by another principal,
+// with the answer for an unknown session.
+func (h *httpAuth) bindSSE(w http.ResponseWriter, r *http.Request, principal string) bool {
+	if r.Method != http.MethodPost {
+		return true
+	}
+	owner, ok := h.sse.Load(r.URL.Query().Get("sessionid"))
+	if ok && owner != principal {
+		h.g.log.Warn("request refused: SSE session of another principal", zap.String(keyAddr, r.RemoteAddr))
+		http.Error(w, "session not found", http.StatusNotFound)
+		return false
+	}
+	return true
+}
+
+// unauthorized answers 401 with a WWW-Authenticate challenge (RFC 6750,
+// and RFC 9728's resource_metadata when OAuth metadata is served).
+func (h *httpAuth) unauthorized(w http.ResponseWriter, r *http.Request, reason string, presented bool) {
+	params := []string{`realm="manifold"`}
+	if h.g.servesPRM() {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", h.g.metadataURL(r)))
+	}
+	if scopes := h.g.cfg.Auth.Scopes; len(scopes) > 0 {
+		params = append(params, fmt.Sprintf("scope=%q", strings.Join(scopes, " ")))
+	}
+	if presented {
+		params = append(params, `error="invalid_token"`, fmt.Sprintf("error_description=%q", strings.ReplaceAll(reason, `"`, "'")))
+	}
+	w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
+	http.Error(w, "unauthorized: "+reason, http.StatusUnauthorized)
+}
+
+// servesPRM reports whether OAuth protected resource metadata is served:
+// when tokens come from an authorization server (JWT, or one configured).
+func (g *Gateway) servesPRM() bool {
+	return g.cfg.Auth.JWT != nil || len(g.cfg.Auth.AuthorizationServers) > 0
+}
+
+// resourceURL is the gateway's MCP endpoint as the client reached it, unless
+// auth.resource names it.
+func (g *Gateway) resourceURL(r *http.Request) string {
+	if res := g.cfg.Auth.Resource; res != "" {
+		return res
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/mcp"
+}
+
+// metadataURL is where the metadata of resourceURL is served (RFC 9728 §3.1).
+func (g *Gateway) metadataURL(r *http.Request) string {
+	u, err := url.Parse(g.resourceURL(r))
+	if err != nil {
+		return ""
+	}
+	u.Path = prmPath + strings.TrimSuffix(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	return u.String()
+}
+
+// protectedResource serves the OAuth protected resource metadata.
+func (g *Gateway) protectedResource(w http.ResponseWriter, r *http.Request) {
+	if !g.servesPRM() {
+		http.NotFound(w, r)
+		return
+	}
+	servers := g.cfg.Auth.AuthorizationServers
+	if len(servers) == 0 {
+		servers = []string{g.cfg.Auth.JWT.Issuer}
+	}
+	meta := &oauthex.ProtectedResourceMetadata{
+		Resource:               g.resourceURL(r),
+		AuthorizationServers:   servers,
+		ScopesSupported:        g.cfg.Auth.Scopes,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "Manifold MCP gateway",
+	}
+	auth.ProtectedResourceMetadataHandler(meta).ServeHTTP(w, r)
+}
+
+// sseSniffer notes the session id of a legacy SSE stream from the
+// "endpoint" event the SDK writes first (…?sessionid=<id>).
+type sseSniffer struct {
+	http.ResponseWriter
+	id   string
+	onID func(string)
+}
+
+func (s *sseSniffer) Write(p []byte) (int, error) {
+	if s.id == "" {
+		if _, rest, ok := bytes.Cut(p, []byte("sessionid=")); ok {
+			if end := bytes.IndexAny(rest, "&\r\n"); end >= 0 {
+				rest = rest[:end]
+			}
+			if id, err := url.QueryUnescape(string(rest)); err == nil && id != "" {
+				s.id = id
+				s.onID(id)
+			}
+		}
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Flush passes on the flushes SSE depends on.
+func (s *sseSniffer) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *sseSniffer) Unwrap() http.ResponseWriter { return s.ResponseWriter }
