@@ -301,6 +301,8 @@ func (v *validator) auth(a *Auth) {
 		v.groups(key+".groups", k.Groups)
 		var hash string
 		switch {
+		case v.failed[key+".key"] || v.failed[key+".keyHash"]:
+			continue // reported already (an unset variable, say)
 		case (k.Key == "") == (k.KeyHash == ""):
 			v.add(key, "set exactly one of key and keyHash")
 			continue

@@ -131,6 +131,16 @@ func TestPolicyBypassAttemptsFail(t *testing.T) {
 		t.Errorf("alpha received %d requests; want only the allowed completion", n)
 	}
 
+	// A denied URI cannot be told from one the upstream does not have.
+	_, denied := h.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://alpha/demo://alpha/items/7"})
+	_, missing := h.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://alpha/demo://alpha/nothing"})
+	_, unrouted := h.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://nobody/x"})
+	for _, err := range []error{missing, unrouted} {
+		if rpcCode(err) != rpcCode(denied) || !strings.Contains(err.Error(), "Resource not found") || !strings.Contains(denied.Error(), "Resource not found") {
+			t.Errorf("denied read %v differs from not-found read %v", denied, err)
+		}
+	}
+
 	// URIs that route elsewhere reach another server, or none, never the
 	// denied item.
 	for _, uri := range []string{

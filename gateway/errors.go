@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -37,4 +38,24 @@ func upstreamError(err error) error {
 		code = CodeUpstreamBusy
 	}
 	return &jsonrpc.Error{Code: code, Message: err.Error()}
+}
+
+// codeLegacyResourceNotFound is the resource-not-found code of MCP servers
+// written before the spec settled on -32602 (InvalidParams).
+const codeLegacyResourceNotFound = -32002
+
+// notFound reports whether an upstream's answer to resources/read says the
+// resource does not exist.
+func notFound(err error) bool {
+	rpcErr, ok := mcpx.AsRPCError(err)
+	if !ok {
+		return false
+	}
+	switch rpcErr.Code {
+	case codeLegacyResourceNotFound:
+		return true
+	case jsonrpc.CodeInvalidParams:
+		return strings.Contains(strings.ToLower(rpcErr.Message), "not found")
+	}
+	return false
 }

@@ -71,6 +71,11 @@ func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResource
 	params.Meta = forwardMeta(params.Meta)
 	res, err := rt.up.ReadResource(ctx, &params)
 	if err != nil {
+		if notFound(err) {
+			// The gateway's own answer, naming the URI as the client wrote
+			// it: the same as for a URI denied by policy or not routed.
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
 		return nil, upstreamError(err)
 	}
 	delete(res.Meta, metaServerInfo)
