@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -98,12 +99,14 @@ func (g *Gateway) allowed(ctx context.Context, req mcp.Request, kind policy.Kind
 	return d.Allowed
 }
 
-// view is what one principal may list, in the routes' order.
+// view is what one principal may list, in the routes' order, and the
+// instructions of the servers it can see something of.
 type view struct {
-	tools     []*mcp.Tool
-	prompts   []*mcp.Prompt
-	resources []*mcp.Resource
-	templates []*mcp.ResourceTemplate
+	tools        []*mcp.Tool
+	prompts      []*mcp.Prompt
+	resources    []*mcp.Resource
+	templates    []*mcp.ResourceTemplate
+	instructions string
 }
 
 // viewCache holds the views of one routes generation under one access
@@ -151,26 +154,42 @@ func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
 
 func filterView(r *routes, p *policy.Policy, pr *policy.Principal) *view {
 	v := &view{}
+	seen := map[string]bool{} // servers with something in the view
+	allowed := func(kind policy.Kind, name, server string) bool {
+		ok := p.Decide(pr, kind, name, server).Allowed
+		if ok {
+			seen[server] = true
+		}
+		return ok
+	}
 	for _, t := range r.toolDefs {
-		if p.Decide(pr, policy.Tool, t.Name, r.tools[t.Name].up.Name()).Allowed {
+		if allowed(policy.Tool, t.Name, r.tools[t.Name].up.Name()) {
 			v.tools = append(v.tools, t)
 		}
 	}
 	for _, pt := range r.promptDefs {
-		if p.Decide(pr, policy.Prompt, pt.Name, r.prompts[pt.Name].up.Name()).Allowed {
+		if allowed(policy.Prompt, pt.Name, r.prompts[pt.Name].up.Name()) {
 			v.prompts = append(v.prompts, pt)
 		}
 	}
 	for _, res := range r.resourceDefs {
-		if p.Decide(pr, policy.Resource, res.URI, r.resourceServer[res.URI]).Allowed {
+		if allowed(policy.Resource, res.URI, r.resourceServer[res.URI]) {
 			v.resources = append(v.resources, res)
 		}
 	}
 	for _, t := range r.templateDefs {
-		if p.Decide(pr, policy.Template, t.URITemplate, r.templateServer[t.URITemplate]).Allowed {
+		if allowed(policy.Template, t.URITemplate, r.templateServer[t.URITemplate]) {
 			v.templates = append(v.templates, t)
 		}
 	}
+	var b strings.Builder
+	b.WriteString(r.header)
+	for _, s := range r.sections {
+		if seen[s.server] {
+			b.WriteString(s.text)
+		}
+	}
+	v.instructions = b.String()
 	return v
 }
 

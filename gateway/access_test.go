@@ -22,6 +22,7 @@ import (
 const (
 	aliceKey = "alice-key-0123456789"
 	bobKey   = "bob-key-0123456789ab"
+	eveKey   = "eve-key-0123456789abc" // no groups: sees nothing
 )
 
 // teamPolicy is the example: developers see every tool, contractors
@@ -30,6 +31,7 @@ func teamPolicy(c *config.Config) {
 	c.Auth.APIKeys = []config.APIKey{
 		{Name: "alice", Key: aliceKey, Groups: []string{"dev"}},
 		{Name: "bob", Key: bobKey, Groups: []string{"contractor"}},
+		{Name: "eve", Key: eveKey},
 	}
 	c.Policy = &config.Policy{Default: config.Deny, Rules: []config.Rule{
 		{Effect: config.Allow, Match: config.Match{Tools: []string{"*"}, Prompts: []string{"*"}, Resources: []string{"*"}, Templates: []string{"*"}}, Principals: []string{"group:dev"}},
@@ -128,6 +130,18 @@ func TestPolicyPerPrincipalViews(t *testing.T) {
 			}
 			if lt, err := bob.ListResourceTemplates(ctx, nil); err != nil || len(lt.ResourceTemplates) != 0 {
 				t.Errorf("bob's templates = %v, %v; want none", lt, err)
+			}
+
+			// Instructions name only the servers a principal sees something of.
+			if !strings.Contains(bob.InitializeResult().Instructions, "Demo server alpha") {
+				t.Errorf("bob's instructions lack alpha's: %q", bob.InitializeResult().Instructions)
+			}
+			eve := connectAs(t, srv.URL, eveKey, version)
+			if got := toolNames(t, eve); len(got) != 0 {
+				t.Errorf("eve lists %v, want nothing", got)
+			}
+			if ins := eve.InitializeResult().Instructions; strings.Contains(ins, "alpha") || !strings.HasPrefix(ins, "Manifold MCP gateway") {
+				t.Errorf("eve's instructions = %q; want the gateway's header only", ins)
 			}
 
 			// A denied name fails exactly like a name that does not exist,

@@ -238,7 +238,8 @@ func rewriteContent(prefix string, content []mcp.Content) {
 // interceptor answers the methods the gateway must own before the SDK's
 // own handling: resources/read (the SDK rejects URIs it has not registered,
 // such as those of resource links) and the instructions of initialize and
-// server/discover (merged from upstreams that may connect later).
+// server/discover (merged from upstreams that may connect later, and kept to
+// the servers the principal can see something of).
 func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		g.inflight.Add(1)
@@ -264,13 +265,13 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
-				ir.Instructions = g.routes.Load().instructions
+				ir.Instructions = g.view(ctx, req).instructions
 			}
 			return res, err
 		case "server/discover":
 			res, err := next(ctx, method, req)
 			if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
-				dr.Instructions = g.routes.Load().instructions
+				dr.Instructions = g.view(ctx, req).instructions
 			}
 			return res, err
 		}

@@ -53,7 +53,9 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 			continue
 		}
 		if cat.Instructions != "" {
-			fmt.Fprintf(&instructions, "\n\n## %s\n%s", name, strings.TrimSpace(cat.Instructions))
+			section := fmt.Sprintf("\n\n## %s\n%s", name, strings.TrimSpace(cat.Instructions))
+			instructions.WriteString(section)
+			r.sections = append(r.sections, instructionSection{server: name, text: section})
 		}
 		src := namespacing.Source{Server: name, Prefix: prefix}
 		for _, t := range cat.Tools {
@@ -139,7 +141,8 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 	slices.SortFunc(r.promptDefs, func(a, b *mcp.Prompt) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(r.resourceDefs, func(a, b *mcp.Resource) int { return strings.Compare(a.URI, b.URI) })
 	slices.SortFunc(r.templateDefs, func(a, b *mcp.ResourceTemplate) int { return strings.Compare(a.URITemplate, b.URITemplate) })
-	r.all = view{tools: r.toolDefs, prompts: r.promptDefs, resources: r.resourceDefs, templates: r.templateDefs}
+	r.header = header
+	r.all = view{tools: r.toolDefs, prompts: r.promptDefs, resources: r.resourceDefs, templates: r.templateDefs, instructions: r.instructions}
 	return r, problems
 }
 

@@ -35,6 +35,10 @@ type routes struct {
 	resourceDefs []*mcp.Resource
 	templateDefs []*mcp.ResourceTemplate
 	instructions string
+	// header and sections make up instructions: a principal's view keeps
+	// only the sections of servers it can see something of.
+	header   string
+	sections []instructionSection
 
 	// all is the view of everything, for an unrestricted policy.
 	all view
@@ -54,4 +58,9 @@ func (r *routes) resource(uri string) (route, bool) {
 		}
 	}
 	return route{}, false
+}
+
+// instructionSection is one upstream's part of the merged instructions.
+type instructionSection struct {
+	server, text string
 }
