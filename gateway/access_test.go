@@ -56,7 +56,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // returns the upstream to count the requests reaching it.
 func teamGateway(t *testing.T, edit func(*config.Config)) (*Gateway, *httptest.Server, *fakeUpstream) {
 	t.Helper()
-	f := newFakeUpstream(demo.NewServer("alpha", nil))
+	return teamGatewayWith(t, demo.NewServer("alpha", nil), edit)
+}
+
+// teamGatewayWith is teamGateway with srv as the upstream named alpha.
+func teamGatewayWith(t *testing.T, srv *mcp.Server, edit func(*config.Config)) (*Gateway, *httptest.Server, *fakeUpstream) {
+	t.Helper()
+	f := newFakeUpstream(srv)
 	cfg := &config.Config{Servers: map[string]config.Server{
 		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
 	}, Gateway: config.DefaultGateway()}
@@ -69,15 +75,15 @@ func teamGateway(t *testing.T, edit func(*config.Config)) (*Gateway, *httptest.S
 		t.Fatal(err)
 	}
 	gw.Start(context.Background())
-	srv := httptest.NewServer(gw.Handler())
+	hs := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() {
 		for ss := range gw.Server().Sessions() {
 			ss.Close()
 		}
-		srv.Close()
+		hs.Close()
 		gw.Close(context.Background())
 	})
-	return gw, srv, f
+	return gw, hs, f
 }
 
 // connectAs opens a session over streamable HTTP with token at version.

@@ -33,7 +33,7 @@ type identityCtxKey struct{}
 type httpAuth struct {
 	g        *Gateway
 	tokenHop func(http.Handler) http.Handler
-	sse      sync.Map // SSE session id → principal name
+	sse      sync.Map // SSE session id → sessionOwner
 }
 
 func newHTTPAuth(g *Gateway) *httpAuth {
@@ -44,7 +44,7 @@ func newHTTPAuth(g *Gateway) *httpAuth {
 			return nil, fmt.Errorf("%w: not authenticated", auth.ErrInvalidToken)
 		}
 		return &auth.TokenInfo{
-			UserID:     id.Principal.Name(),
+			UserID:     sessionOwner(id),
 			Scopes:     id.Scopes,
 			Expiration: id.Expiry,
 			Extra:      map[string]any{identityKey: id},
@@ -93,7 +93,7 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 		}
 		ctx := withPrincipal(context.WithValue(r.Context(), identityCtxKey{}, id), id.Principal)
 		r = r.WithContext(ctx)
-		if r.URL.Path == "/sse" && !h.bindSSE(w, r, id.Principal.Name()) {
+		if r.URL.Path == "/sse" && !h.bindSSE(w, r, sessionOwner(id)) {
 			return
 		}
 		if r.URL.Path == "/sse" && r.Method == http.MethodGet {
@@ -103,11 +103,18 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 					h.sse.Delete(sniff.id)
 				}
 			}()
-			sniff.onID = func(sid string) { h.sse.Store(sid, id.Principal.Name()) }
+			sniff.onID = func(sid string) { h.sse.Store(sid, sessionOwner(id)) }
 			w = sniff
 		}
 		authed.ServeHTTP(w, r)
 	})
+}
+
+// sessionOwner names who a session belongs to: the principal, qualified by
+// how it authenticated, so that a JWT whose subject happens to equal an API
+// key's name cannot use that key's sessions.
+func sessionOwner(id *authn.Identity) string {
+	return id.Method + ":" + id.Principal.Name()
 }
 
 // bindSSE refuses a POST to an SSE session opened by another principal,

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,7 @@ func lockdown(longName string) func(*config.Config) {
 			{Effect: config.Deny, Match: config.Match{
 				Tools:     []string{"alpha__echo", longName},
 				Resources: []string{"manifold://alpha/demo://alpha/readme", "manifold://alpha/demo://alpha/items/*"},
+				Templates: []string{"manifold://alpha/demo://alpha/items/{id}"},
 			}},
 		}}
 	}
@@ -116,19 +119,30 @@ func TestPolicyBypassAttemptsFail(t *testing.T) {
 			t.Errorf("resources/read %q succeeded: %+v", uri, res)
 		}
 	}
+	// Subscriptions are not relayed yet: every URI gets the same refusal.
 	legacy := h.connectVersion(t, "2025-11-25")
-	for _, uri := range []string{"manifold://alpha/demo://alpha/readme", "manifold://alpha/demo://alpha/./readme", "MANIFOLD://alpha/demo://alpha/readme"} {
+	subCodes := map[int64][]string{}
+	for _, uri := range []string{"manifold://alpha/demo://alpha/readme", "manifold://alpha/demo://alpha/./readme",
+		"MANIFOLD://alpha/demo://alpha/readme", "manifold://alpha/demo://alpha/nothing", "manifold://alpha/demo://alpha/logo"} {
 		err := legacy.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
-		if rpcCode(err) != rpcCode(mcp.ResourceNotFoundError(uri)) {
-			t.Errorf("resources/subscribe %q: %v; want resource not found", uri, err)
+		subCodes[rpcCode(err)] = append(subCodes[rpcCode(err)], uri)
+	}
+	if len(subCodes) != 1 {
+		t.Errorf("resources/subscribe answers differ by URI: %v", subCodes)
+	}
+	for _, uri := range []string{"manifold://alpha/demo://alpha/items/{id}", "MANIFOLD://alpha/demo://alpha/items/{id}",
+		"manifold://alpha/demo://alpha/items/{id}?x", "manifold://alpha/demo://alpha//items/{id}"} {
+		if _, err := h.client.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: uri},
+			Argument: mcp.CompleteParamsArgument{Name: "id", Value: "1"}}); err == nil {
+			t.Errorf("completion on the denied template %q succeeded", uri)
 		}
 	}
-	if _, err := h.client.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: "manifold://alpha/demo://alpha/items/{id}"},
+	if _, err := h.client.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: "manifold://beta/demo://beta/items/{id}"},
 		Argument: mcp.CompleteParamsArgument{Name: "id", Value: "1"}}); err != nil {
-		t.Errorf("completion on the template (not denied): %v", err)
+		t.Errorf("completion on beta's template (not denied): %v", err)
 	}
-	if n := up.calls.Load() - before; n != 1 {
-		t.Errorf("alpha received %d requests; want only the allowed completion", n)
+	if n := up.calls.Load() - before; n != 0 {
+		t.Errorf("alpha received %d requests for denied items", n)
 	}
 
 	// A denied URI cannot be told from one the upstream does not have.
@@ -302,5 +316,85 @@ func TestStdioCallBeforeInitialize(t *testing.T) {
 	}
 	if n := h.ups["alpha"].calls.Load() - before; n != 0 {
 		t.Errorf("the upstream received %d requests", n)
+	}
+}
+
+// pathServer is an upstream that resolves file URIs the way file servers
+// do (parse, then clean the path), with one secret file.
+func pathServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "fs"}, nil)
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "file:///{+path}", Name: "file"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			u, err := url.Parse(req.Params.URI)
+			if err != nil {
+				return nil, mcp.ResourceNotFoundError(req.Params.URI)
+			}
+			text := "public"
+			if path.Clean(u.Path) == "/data/secret.txt" {
+				text = "SECRET"
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: text}}}, nil
+		})
+	return s
+}
+
+func TestLooseURIsCannotReachADeniedResource(t *testing.T) {
+	h := newHarnessWith(t, func(c *config.Config) {
+		c.Policy = &config.Policy{Default: config.Allow, Rules: []config.Rule{
+			{Effect: config.Deny, Match: config.Match{Resources: []string{"manifold://fs/file:///data/secret.txt"}}},
+		}}
+	}, upstreamSpec{name: "fs", server: pathServer()})
+	ctx := context.Background()
+	for _, uri := range []string{
+		"manifold://fs/file:///data/secret.txt",
+		"manifold://fs/file:///data//secret.txt",
+		"manifold://fs/file:////data/secret.txt",
+		"manifold://fs/file:///data/secret.txt?x",
+		"manifold://fs/file:///data/secret.txt#x",
+		"manifold://fs/file:///data/secret.txt/",
+		"manifold://fs/file:///data/x/../secret.txt",
+	} {
+		if res, err := h.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("read %q succeeded: %q", uri, textOfResource(res))
+		}
+	}
+	res, err := h.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://fs/file:///data/public.txt?x"})
+	if err != nil || textOfResource(res) != "public" {
+		t.Errorf("an allowed file with a query: %v %v", res, err)
+	}
+}
+
+// TestParamHeadersDoNotRevealDeniedTools: on 2026-07-28 a call of a denied
+// tool whose schema mirrors arguments into Mcp-Param-* headers is answered
+// as a call of a tool that does not exist.
+func TestParamHeadersDoNotRevealDeniedTools(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "alpha"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "regional", InputSchema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"region": map[string]any{"type": "string", "x-mcp-header": "Region"}},
+	}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+	})
+	_, hs, up := teamGatewayWith(t, srv, nil)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	call := func(key, name string) (int, string) {
+		resp, body := post(t, hs.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+name+`","arguments":{"region":"eu"},`+meta+`}}`,
+			map[string]string{"Authorization": "Bearer " + key, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name})
+		return resp.StatusCode, strings.ReplaceAll(body, name, "NAME")
+	}
+	before := up.calls.Load()
+	deniedStatus, denied := call(bobKey, "alpha__regional")
+	unknownStatus, unknown := call(bobKey, "alpha__nothing")
+	if deniedStatus != unknownStatus || denied != unknown {
+		t.Errorf("denied tool: %d %s\nunknown tool: %d %s", deniedStatus, denied, unknownStatus, unknown)
+	}
+	if strings.Contains(denied, "region") || strings.Contains(denied, "Region") {
+		t.Errorf("the answer names the denied tool's parameter: %s", denied)
+	}
+	if n := up.calls.Load() - before; n != 0 {
+		t.Errorf("the upstream received %d requests", n)
+	}
+	if _, body := call(aliceKey, "alpha__regional"); !strings.Contains(body, "ran") {
+		t.Errorf("alice's call of the tool: %s", body)
 	}
 }

@@ -56,8 +56,10 @@ type Gateway struct {
 	opts   Options
 	log    *zap.Logger
 	server *mcp.Server
-	ups    []*upstream.Upstream // sorted by name
-	nsOpts namespacing.Options
+	// capabilities are what server advertises; fixed at New.
+	capabilities *mcp.ServerCapabilities
+	ups          []*upstream.Upstream // sorted by name
+	nsOpts       namespacing.Options
 
 	routes   atomic.Pointer[routes]
 	access   atomic.Pointer[access]
@@ -112,13 +114,14 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		authn:    an,
 	}
 	g.access.Store(newAccess(cfg, an))
+	g.capabilities = &mcp.ServerCapabilities{
+		Tools:       &mcp.ToolCapabilities{ListChanged: true},
+		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+		Resources:   &mcp.ResourceCapabilities{ListChanged: true},
+		Completions: &mcp.CompletionCapabilities{},
+	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{
-			Tools:       &mcp.ToolCapabilities{ListChanged: true},
-			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
-			Resources:   &mcp.ResourceCapabilities{ListChanged: true},
-			Completions: &mcp.CompletionCapabilities{},
-		},
+		Capabilities:      g.capabilities,
 		CompletionHandler: g.complete,
 		KeepAlive:         0,
 	})

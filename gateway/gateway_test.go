@@ -99,6 +99,7 @@ type upstreamSpec struct {
 	name, demoName string
 	prefix         *string
 	opts           *demo.Options
+	server         *mcp.Server // instead of a demo server
 }
 
 func newHarness(t *testing.T, specs ...upstreamSpec) *harness {
@@ -118,7 +119,11 @@ func newHarnessWith(t *testing.T, edit func(*config.Config), specs ...upstreamSp
 	transports := map[string]func() (mcp.Transport, error){}
 	for _, s := range specs {
 		cfg.Servers[s.name] = config.Server{Name: s.name, Type: "stdio", Command: "unused", Prefix: s.prefix}
-		f := newFakeUpstream(demo.NewServer(s.demoName, s.opts))
+		srv := s.server
+		if srv == nil {
+			srv = demo.NewServer(s.demoName, s.opts)
+		}
+		f := newFakeUpstream(srv)
 		h.ups[s.name] = f
 		transports[s.name] = f.transport
 	}

@@ -110,7 +110,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		ref.Name = rt.original
 	case "ref/resource":
 		rt, ok = r.resource(ref.URI)
-		ok = ok && g.allowed(ctx, req, policy.Template, ref.URI, rt.up.Name())
+		ok = ok && g.uriAllowed(ctx, req, policy.Template, ref.URI, rt)
 		ref.URI = rt.original
 	}
 	if !ok {
@@ -124,23 +124,47 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	return res, nil
 }
 
-// readable reports whether req's principal may read uri, which routes to
-// rt. Besides the policy decision on the URI as the client wrote it, a URI
-// that an upstream could resolve to another name (dot segments, percent-
-// encoded unreserved characters) is refused while a policy is in force:
-// rules match exact strings, so "manifold://s/a/../secret" must not reach
-// what "manifold://s/secret" denies.
+// readable reports whether req's principal may read uri, which routes to rt.
 func (g *Gateway) readable(ctx context.Context, req mcp.Request, uri string, rt route) bool {
-	if g.access.Load().policy.Unrestricted() {
+	return g.uriAllowed(ctx, req, policy.Resource, uri, rt)
+}
+
+// uriAllowed decides on a resource or template URI, which routes to rt.
+// Rules match exact strings, while an upstream may resolve a URI loosely,
+// so while a policy is in force:
+//   - a URI with aliases no rule can foresee (dot segments, backslashes,
+//     odd percent-encodings; see namespacing.NonCanonicalURI) is refused;
+//   - the decision is made on the URI as the gateway writes it (routing
+//     matches the manifold:// scheme case-insensitively);
+//   - a deny rule matching its cleaned form (namespacing.CleanURI: no query
+//     or fragment, doubled slashes merged) refuses it too, so "…/secret?x"
+//     and "…//secret" cannot reach what "…/secret" denies.
+func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.Kind, uri string, rt route) bool {
+	a := g.access.Load()
+	if a.policy.Unrestricted() {
 		return true
 	}
 	if namespacing.NonCanonicalURI(uri) {
-		g.log.Info("policy denied a non-canonical URI", zap.String(keyName, uri))
+		g.log.Info("policy denied a non-canonical URI", zap.String(keyKind, kind.String()), zap.String(keyName, uri))
 		return false
 	}
-	// Decide on the URI as the gateway itself writes it: the scheme of a
-	// wrapped URI is matched case-insensitively when routing.
-	return g.allowed(ctx, req, policy.Resource, namespacing.WrapURI(rt.prefix, rt.original), rt.up.Name())
+	exact := namespacing.WrapURI(rt.prefix, rt.original)
+	if !g.allowed(ctx, req, kind, exact, rt.up.Name()) {
+		return false
+	}
+	clean := namespacing.WrapURI(rt.prefix, namespacing.CleanURI(rt.original))
+	if clean == exact {
+		return true
+	}
+	pr, _ := g.principal(ctx, req) // allowed above, so known
+	if d := a.policy.Decide(pr, kind, clean, rt.up.Name()); !d.Allowed && d.Rule >= 0 {
+		g.log.Info("policy denied",
+			zap.String(keyPrincipal, pr.Name()), zap.Strings(keyGroups, pr.Groups()),
+			zap.String(keyKind, kind.String()), zap.String(keyName, uri), zap.String(keyServer, rt.up.Name()),
+			zap.String(keyRule, a.policy.Describe(d)+" (on the cleaned form "+clean+")"))
+		return false
+	}
+	return true
 }
 
 // filterListen drops from a subscriptions/listen request the resource URIs
@@ -257,7 +281,9 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 				g.filterListen(ctx, lr)
 			}
 		case "resources/subscribe", "resources/unsubscribe":
-			if uri := subscriptionURI(req); uri != "" {
+			// Until the gateway relays subscriptions, the SDK refuses them
+			// all alike; checking first would tell denied URIs apart.
+			if uri := subscriptionURI(req); uri != "" && g.capabilities.Resources.Subscribe {
 				if rt, ok := g.routes.Load().resource(uri); !ok || !g.readable(ctx, req, uri, rt) {
 					return nil, mcp.ResourceNotFoundError(uri)
 				}

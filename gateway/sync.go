@@ -62,7 +62,7 @@ func (g *Gateway) apply(r *routes) {
 		g.server.RemoveTools(gone...)
 	}
 	for _, t := range tools {
-		g.safely("tool", t.Name, func() { g.server.AddTool(t, g.callTool) })
+		g.safely("tool", t.Name, func() { g.server.AddTool(withoutParamHeaders(t), g.callTool) })
 	}
 	prompts, gone := diff(reg.prompts, r.promptDefs, func(p *mcp.Prompt) string { return p.Name })
 	if len(gone) > 0 {
@@ -97,4 +97,71 @@ func (g *Gateway) safely(kind, name string, register func()) {
 		}
 	}()
 	register()
+}
+
+// paramHeaderKey marks, in a 2026-07-28 tool schema, an argument that the
+// client mirrors into an Mcp-Param-* HTTP header.
+const paramHeaderKey = "x-mcp-header"
+
+// withoutParamHeaders returns t, or a copy whose input schema has no
+// x-mcp-header annotations, for registration with the SDK. The SDK checks
+// those headers against its registry before any middleware runs, so for a
+// tool the principal may not use it would answer "missing Mcp-Param-…
+// header" where an unknown tool gets "unknown tool": denied names would be
+// told apart and their parameters named. Clients still see the annotations
+// in tools/list, which the gateway answers from its own tables; the gateway
+// routes on the JSON-RPC body and does not itself check the mirrors.
+func withoutParamHeaders(t *mcp.Tool) *mcp.Tool {
+	schema, changed := stripKey(t.InputSchema, paramHeaderKey)
+	if !changed {
+		return t
+	}
+	c := *t
+	c.InputSchema = schema
+	return &c
+}
+
+// stripKey returns v without key in any of its JSON objects, copying only
+// what changes.
+func stripKey(v any, key string) (any, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		var out map[string]any
+		for k, e := range v {
+			ne, changed := stripKey(e, key)
+			if k != key && !changed {
+				continue
+			}
+			if out == nil {
+				out = make(map[string]any, len(v))
+				for k2, e2 := range v {
+					out[k2] = e2
+				}
+			}
+			if k == key {
+				delete(out, k)
+			} else {
+				out[k] = ne
+			}
+		}
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	case []any:
+		var out []any
+		for i, e := range v {
+			if ne, changed := stripKey(e, key); changed {
+				if out == nil {
+					out = append([]any(nil), v...)
+				}
+				out[i] = ne
+			}
+		}
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	}
+	return v, false
 }

@@ -1,6 +1,9 @@
 package namespacing
 
-import "strings"
+import (
+	"path"
+	"strings"
+)
 
 // URIScheme is the scheme of the resource URIs the gateway hands out for servers with a prefix.
 const URIScheme = "manifold"
@@ -94,4 +97,35 @@ func unhex(c byte) byte {
 func isUnreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// CleanURI returns the form of uri that a server resolving paths would
+// read: the query and fragment dropped, and the path after the authority
+// cleaned (doubled slashes merged, dot segments resolved, a trailing slash
+// removed; see path.Clean). Text is otherwise kept as written (no decoding),
+// and '?' or '#' inside a template expression ({?q}) is not a query. An
+// opaque URI (no "//" authority) only loses its query and fragment. Policy
+// enforcement decides on both forms, so that "…/secret?x" or "…//secret"
+// cannot reach what "…/secret" denies.
+func CleanURI(uri string) string {
+	depth := 0
+	for i := 0; i < len(uri); i++ {
+		switch c := uri[i]; {
+		case c == '{':
+			depth++
+		case c == '}' && depth > 0:
+			depth--
+		case (c == '?' || c == '#') && depth == 0:
+			uri = uri[:i]
+		}
+	}
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, "/{") {
+		return uri
+	}
+	slash := strings.IndexByte(rest, '/')
+	if slash < 0 {
+		return uri
+	}
+	return scheme + "://" + rest[:slash] + path.Clean(rest[slash:])
 }

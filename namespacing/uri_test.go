@@ -189,3 +189,26 @@ func FuzzNonCanonicalURI(f *testing.F) {
 		}
 	})
 }
+
+func TestCleanURI(t *testing.T) {
+	tests := []struct{ uri, want string }{
+		{"file:///data/secret.txt", "file:///data/secret.txt"},
+		{"file:///data//secret.txt", "file:///data/secret.txt"},
+		{"file:////data/secret.txt", "file:///data/secret.txt"},
+		{"file:///data/secret.txt?x", "file:///data/secret.txt"},
+		{"file:///data/secret.txt#x", "file:///data/secret.txt"},
+		{"file:///data/secret.txt/", "file:///data/secret.txt"},
+		{"demo://alpha/items/{id}", "demo://alpha/items/{id}"},
+		{"demo://alpha/readme", "demo://alpha/readme"},
+		{"urn:isbn:0451450523?x", "urn:isbn:0451450523"},
+		{"%zz?q", "%zz"},
+		{"demo://x/search{?q}", "demo://x/search{?q}"},
+		{"demo://x/a/./b/../c", "demo://x/a/c"},
+		{"manifold://alpha/demo://alpha/readme?x", "manifold://alpha/demo:/alpha/readme"},
+	}
+	for _, tt := range tests {
+		if got := namespacing.CleanURI(tt.uri); got != tt.want {
+			t.Errorf("CleanURI(%q) = %q, want %q", tt.uri, got, tt.want)
+		}
+	}
+}
