@@ -91,12 +91,17 @@ func (g *Gateway) allowed(ctx context.Context, req mcp.Request, kind policy.Kind
 	}
 	d := a.policy.Decide(pr, kind, name, server)
 	if !d.Allowed {
-		g.log.Info("policy denied",
-			zap.String(keyPrincipal, pr.Name()), zap.Strings(keyGroups, pr.Groups()),
-			zap.String(keyKind, kind.String()), zap.String(keyName, name), zap.String(keyServer, server),
-			zap.String(keyRule, a.policy.Describe(d)))
+		g.logDenial(pr, kind, name, server, a.policy.Describe(d))
 	}
 	return d.Allowed
+}
+
+// logDenial records a policy denial with the rule that made it.
+func (g *Gateway) logDenial(pr *policy.Principal, kind policy.Kind, name, server, rule string) {
+	g.log.Info("policy denied",
+		zap.String(keyPrincipal, pr.Name()), zap.Strings(keyGroups, pr.Groups()),
+		zap.String(keyKind, kind.String()), zap.String(keyName, name), zap.String(keyServer, server),
+		zap.String(keyRule, rule))
 }
 
 // view is what one principal may list, in the routes' order, and the

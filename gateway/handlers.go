@@ -158,10 +158,7 @@ func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.K
 	}
 	pr, _ := g.principal(ctx, req) // allowed above, so known
 	if d := a.policy.Decide(pr, kind, clean, rt.up.Name()); !d.Allowed && d.Rule >= 0 {
-		g.log.Info("policy denied",
-			zap.String(keyPrincipal, pr.Name()), zap.Strings(keyGroups, pr.Groups()),
-			zap.String(keyKind, kind.String()), zap.String(keyName, uri), zap.String(keyServer, rt.up.Name()),
-			zap.String(keyRule, a.policy.Describe(d)+" (on the cleaned form "+clean+")"))
+		g.logDenial(pr, kind, uri, rt.up.Name(), a.policy.Describe(d)+" (on the cleaned form "+clean+")")
 		return false
 	}
 	return true
