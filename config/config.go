@@ -80,6 +80,9 @@ type Config struct {
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
+	// Hash identifies the document the config was parsed from: "sha256:" and the hex SHA-256
+	// of its bytes. Equal documents have equal hashes (environment values are not included).
+	Hash string
 	// ServersKey is the top-level key the servers were read from: "mcpServers", or "servers"
 	// for a VS Code file. Empty means "mcpServers". Errors name server keys under it.
 	ServersKey string

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 )
 
@@ -239,7 +240,7 @@ mcpServers:
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, ignoreHash); diff != "" {
 				t.Errorf("Parse mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -329,6 +330,27 @@ func TestParseUnknownFormat(t *testing.T) {
 	}
 }
 
+// ignoreHash leaves Config.Hash to TestHash.
+var ignoreHash = cmpopts.IgnoreFields(Config{}, "Hash")
+
+func TestHash(t *testing.T) {
+	parse := func(doc string) string {
+		t.Helper()
+		cfg, err := Parse([]byte(doc), FormatYAML, "test", testOpts(nil))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		return cfg.Hash
+	}
+	a, b := parse("mcpServers: {one: {command: srv}}\n"), parse("mcpServers: {one: {command: srv}}\n")
+	if a != b || !strings.HasPrefix(a, "sha256:") || len(a) != len("sha256:")+64 {
+		t.Errorf("equal documents: hashes %q and %q, want one sha256:<64 hex>", a, b)
+	}
+	if c := parse("mcpServers: {one: {command: srv2}}\n"); c == a {
+		t.Errorf("different documents share the hash %q", c)
+	}
+}
+
 func TestLoadDefault(t *testing.T) {
 	cfg, err := LoadDefault(testOpts(map[string]string{"MANIFOLD_BINARY": "/usr/bin/manifold"}, "MANIFOLD_BINARY=/ignored"))
 	if err != nil {
@@ -338,7 +360,7 @@ func TestLoadDefault(t *testing.T) {
 		"alpha": {Name: "alpha", Type: "stdio", Command: "/usr/bin/manifold", Args: []string{"demo-server", "--name", "alpha"}},
 		"beta":  {Name: "beta", Type: "stdio", Command: "/usr/bin/manifold", Args: []string{"demo-server", "--name", "beta"}},
 	}}
-	if diff := cmp.Diff(want, cfg); diff != "" {
+	if diff := cmp.Diff(want, cfg, ignoreHash); diff != "" {
 		t.Errorf("LoadDefault mismatch (-want +got):\n%s", diff)
 	}
 

@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,7 +114,8 @@ func Parse(data []byte, format, source string, opts *LoadOptions) (*Config, erro
 	}
 
 	d := &decoder{source: source, lookup: o.LookupEnv, log: o.Logger.Named("config")}
-	cfg := &Config{Source: source, Gateway: DefaultGateway()}
+	sum := sha256.Sum256(data)
+	cfg := &Config{Source: source, Gateway: DefaultGateway(), Hash: "sha256:" + hex.EncodeToString(sum[:])}
 	d.document(doc, cfg)
 	cfg.Auth.applyDefaults()
 	origins := applyEnv(o.Environ, &cfg.Gateway, &d.errs)
