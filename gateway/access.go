@@ -59,9 +59,15 @@ func withPrincipal(ctx context.Context, p *policy.Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// principal returns who sent req. ok is false when auth is on and req holds
-// no identity, which callers treat as "may see nothing".
-func (g *Gateway) principal(ctx context.Context, req mcp.Request) (p *policy.Principal, ok bool) {
+// localKey marks the context of a session whose principal is the local
+// one of the snapshot serving each request (stdio): a reload that renames
+// auth.local applies to its next request.
+type localKey struct{}
+
+// principal returns who sent req, under access snapshot a. ok is false when
+// auth is on and req holds no identity, which callers treat as "may see
+// nothing".
+func principal(ctx context.Context, a *access, req mcp.Request) (p *policy.Principal, ok bool) {
 	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
 		if id, ok := extra.TokenInfo.Extra[identityKey].(*authn.Identity); ok {
 			return id.Principal, true
@@ -70,7 +76,7 @@ func (g *Gateway) principal(ctx context.Context, req mcp.Request) (p *policy.Pri
 	if p, ok := ctx.Value(principalKey{}).(*policy.Principal); ok {
 		return p, true
 	}
-	if a := g.access.Load(); a.authn == nil {
+	if a.authn == nil || ctx.Value(localKey{}) != nil {
 		return a.local, true
 	}
 	return nil, false
@@ -80,11 +86,15 @@ func (g *Gateway) principal(ctx context.Context, req mcp.Request) (p *policy.Pri
 // logged with the rule that decided it; the caller answers exactly as for a
 // name that does not exist, so that denied names cannot be enumerated.
 func (g *Gateway) allowed(ctx context.Context, req mcp.Request, kind policy.Kind, name, server string) bool {
-	a := g.access.Load()
+	return g.allowedBy(ctx, g.current().access, req, kind, name, server)
+}
+
+// allowedBy is allowed under access snapshot a.
+func (g *Gateway) allowedBy(ctx context.Context, a *access, req mcp.Request, kind policy.Kind, name, server string) bool {
 	if a.policy.Unrestricted() {
 		return true
 	}
-	pr, ok := g.principal(ctx, req)
+	pr, ok := principal(ctx, a, req)
 	if !ok {
 		g.log.Warn("request without identity refused", zap.String(keyKind, kind.String()), zap.String(keyName, name))
 		return false
@@ -112,6 +122,9 @@ type view struct {
 	resources    []*mcp.Resource
 	templates    []*mcp.ResourceTemplate
 	instructions string
+	// servers are the servers with something in the view; nil in the view
+	// of everything (routes.all).
+	servers map[string]bool
 }
 
 // viewCache holds the views of one routes generation under one access
@@ -129,11 +142,11 @@ const maxCachedViews = 1024
 
 // view returns what req's principal may list.
 func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
-	r, a := g.routes.Load(), g.access.Load()
+	r, a := g.routes.Load(), g.current().access
 	if a.policy.Unrestricted() {
 		return &r.all
 	}
-	pr, ok := g.principal(ctx, req)
+	pr, ok := principal(ctx, a, req)
 	if !ok {
 		return &view{}
 	}
@@ -195,6 +208,7 @@ func filterView(r *routes, p *policy.Policy, pr *policy.Principal) *view {
 		}
 	}
 	v.instructions = b.String()
+	v.servers = seen
 	return v
 }
 
@@ -228,7 +242,7 @@ func page[T any](items []T, key func(T) string, cursor string) ([]T, string, err
 // false for any other request.
 func (g *Gateway) list(ctx context.Context, req mcp.Request) (res mcp.Result, handled bool, err error) {
 	v := func() *view { return g.view(ctx, req) }
-	c := mcp.Cacheable{CacheScope: g.access.Load().cacheScope}
+	c := mcp.Cacheable{CacheScope: g.current().access.cacheScope}
 	switch req := req.(type) {
 	case *mcp.ListToolsRequest:
 		r := &mcp.ListToolsResult{Cacheable: c}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/authn"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -54,7 +56,7 @@ func newHTTPAuth(g *Gateway) *httpAuth {
 }
 
 func (g *Gateway) jwtLeeway() (d time.Duration) {
-	if j := g.cfg.Auth.JWT; j != nil {
+	if j := g.current().cfg.Auth.JWT; j != nil {
 		d = j.Leeway
 	}
 	return d
@@ -66,29 +68,13 @@ func (g *Gateway) jwtLeeway() (d time.Duration) {
 func (h *httpAuth) require(next http.Handler) http.Handler {
 	authed := h.tokenHop(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := h.g.access.Load()
+		a := h.g.current().access
 		if a.authn == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		token, ok := authn.BearerToken(r.Header.Get("Authorization"))
+		id, ok := h.authenticate(w, r, a)
 		if !ok {
-			reason := "no bearer token"
-			if r.Header.Get("Authorization") != "" {
-				reason = "malformed Authorization header"
-			}
-			h.g.log.Debug("request refused: "+reason, zap.String(keyAddr, r.RemoteAddr))
-			h.unauthorized(w, r, reason, r.Header.Get("Authorization") != "")
-			return
-		}
-		id, err := a.authn.Authenticate(r.Context(), token)
-		if err != nil {
-			reason := "invalid token"
-			if errors.Is(err, authn.ErrInvalidToken) {
-				reason = err.Error()
-			}
-			h.g.log.Warn("authentication failed", zap.String(keyAddr, r.RemoteAddr), zap.String(keyReason, reason))
-			h.unauthorized(w, r, reason, true)
 			return
 		}
 		ctx := withPrincipal(context.WithValue(r.Context(), identityCtxKey{}, id), id.Principal)
@@ -108,6 +94,56 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 		}
 		authed.ServeHTTP(w, r)
 	})
+}
+
+// admin wraps the gateway's own endpoints (/status, /reload): with auth on
+// they need a valid bearer token, like /mcp; without auth only a loopback
+// peer may use them, even on a listener opened with gateway.insecure. The
+// principal is in the request context.
+func (h *httpAuth) admin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := h.g.current().access
+		if a.authn == nil {
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			if !isLoopback(host) {
+				http.Error(w, "forbidden: without auth, this endpoint answers loopback clients only", http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), a.local)))
+			return
+		}
+		id, ok := h.authenticate(w, r, a)
+		if !ok {
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), id.Principal)))
+	})
+}
+
+// authenticate checks r's bearer token with a's authenticator, answering
+// 401 itself when it is missing or invalid.
+func (h *httpAuth) authenticate(w http.ResponseWriter, r *http.Request, a *access) (*authn.Identity, bool) {
+	token, ok := authn.BearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		reason := "no bearer token"
+		if r.Header.Get("Authorization") != "" {
+			reason = "malformed Authorization header"
+		}
+		h.g.log.Debug("request refused: "+reason, zap.String(keyAddr, r.RemoteAddr))
+		h.unauthorized(w, r, reason, r.Header.Get("Authorization") != "")
+		return nil, false
+	}
+	id, err := a.authn.Authenticate(r.Context(), token)
+	if err != nil {
+		reason := "invalid token"
+		if errors.Is(err, authn.ErrInvalidToken) {
+			reason = err.Error()
+		}
+		h.g.log.Warn("authentication failed", zap.String(keyAddr, r.RemoteAddr), zap.String(keyReason, reason))
+		h.unauthorized(w, r, reason, true)
+		return nil, false
+	}
+	return id, true
 }
 
 // sessionOwner names who a session belongs to: the principal, qualified by
@@ -135,11 +171,12 @@ func (h *httpAuth) bindSSE(w http.ResponseWriter, r *http.Request, principal str
 // unauthorized answers 401 with a WWW-Authenticate challenge (RFC 6750,
 // and RFC 9728's resource_metadata when OAuth metadata is served).
 func (h *httpAuth) unauthorized(w http.ResponseWriter, r *http.Request, reason string, presented bool) {
+	ac := &h.g.current().cfg.Auth
 	params := []string{`realm="manifold"`}
-	if h.g.servesPRM() {
-		params = append(params, fmt.Sprintf("resource_metadata=%q", h.g.metadataURL(r)))
+	if servesPRM(ac) {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", metadataURL(ac, r)))
 	}
-	if scopes := h.g.cfg.Auth.Scopes; len(scopes) > 0 {
+	if scopes := ac.Scopes; len(scopes) > 0 {
 		params = append(params, fmt.Sprintf("scope=%q", strings.Join(scopes, " ")))
 	}
 	if presented {
@@ -151,14 +188,14 @@ func (h *httpAuth) unauthorized(w http.ResponseWriter, r *http.Request, reason s
 
 // servesPRM reports whether OAuth protected resource metadata is served:
 // when tokens come from an authorization server (JWT, or one configured).
-func (g *Gateway) servesPRM() bool {
-	return g.cfg.Auth.JWT != nil || len(g.cfg.Auth.AuthorizationServers) > 0
+func servesPRM(ac *config.Auth) bool {
+	return ac.JWT != nil || len(ac.AuthorizationServers) > 0
 }
 
 // resourceURL is the gateway's MCP endpoint as the client reached it, unless
 // auth.resource names it.
-func (g *Gateway) resourceURL(r *http.Request) string {
-	if res := g.cfg.Auth.Resource; res != "" {
+func resourceURL(ac *config.Auth, r *http.Request) string {
+	if res := ac.Resource; res != "" {
 		return res
 	}
 	scheme := "http"
@@ -169,8 +206,8 @@ func (g *Gateway) resourceURL(r *http.Request) string {
 }
 
 // metadataURL is where the metadata of resourceURL is served (RFC 9728 §3.1).
-func (g *Gateway) metadataURL(r *http.Request) string {
-	u, err := url.Parse(g.resourceURL(r))
+func metadataURL(ac *config.Auth, r *http.Request) string {
+	u, err := url.Parse(resourceURL(ac, r))
 	if err != nil {
 		return ""
 	}
@@ -181,18 +218,19 @@ func (g *Gateway) metadataURL(r *http.Request) string {
 
 // protectedResource serves the OAuth protected resource metadata.
 func (g *Gateway) protectedResource(w http.ResponseWriter, r *http.Request) {
-	if !g.servesPRM() {
+	ac := &g.current().cfg.Auth
+	if !servesPRM(ac) {
 		http.NotFound(w, r)
 		return
 	}
-	servers := g.cfg.Auth.AuthorizationServers
+	servers := ac.AuthorizationServers
 	if len(servers) == 0 {
-		servers = []string{g.cfg.Auth.JWT.Issuer}
+		servers = []string{ac.JWT.Issuer}
 	}
 	meta := &oauthex.ProtectedResourceMetadata{
-		Resource:               g.resourceURL(r),
+		Resource:               resourceURL(ac, r),
 		AuthorizationServers:   servers,
-		ScopesSupported:        g.cfg.Auth.Scopes,
+		ScopesSupported:        ac.Scopes,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "Manifold MCP gateway",
 	}

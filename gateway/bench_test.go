@@ -161,9 +161,8 @@ func BenchmarkPolicyView(b *testing.B) {
 	b.Run("cached", func(b *testing.B) {
 		g := &Gateway{}
 		g.routes.Store(r)
-		g.access.Store(newAccess(cfg, nil))
-		a := g.access.Load()
-		a.local = pr
+		g.snap.Store(newSnapshot(cfg, nil))
+		g.current().access.local = pr
 		req := &mcp.ListToolsRequest{}
 		ctx := context.Background()
 		g.view(ctx, req)

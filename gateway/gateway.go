@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/authn"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
-	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -39,6 +37,9 @@ const instructionsHeader = "Manifold MCP gateway. Tools and prompts are named <s
 type Options struct {
 	// Logger is the root logger; nil = no-op.
 	Logger *zap.Logger
+	// Level, when set, is the root logger's level: a reload sets it from
+	// gateway.log.level.
+	Level *zap.AtomicLevel
 	// Version is reported as the gateway's serverInfo version. Default "dev".
 	Version string
 	// GuardPath is the manifold executable, used to start stdio upstreams under
@@ -47,33 +48,36 @@ type Options struct {
 	// Transports, when it has an entry for a server name, replaces that
 	// server's configured transport (see upstream.Options.Transport).
 	Transports map[string]func() (mcp.Transport, error)
+	// LoadConfig loads the config again for Reload: the file the gateway was
+	// started with, with the same overrides. Nil: Reload is refused.
+	LoadConfig func() (*config.Config, error)
 }
 
 // Gateway fronts the upstreams of one config. Create it with New, Start it,
-// serve it with Handler or ServeStdio, and Close it.
+// serve it with Handler or ServeStdio, and Close it. Reload replaces its
+// config while it serves.
 type Gateway struct {
-	cfg    *config.Config
 	opts   Options
 	log    *zap.Logger
 	server *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
-	ups          []*upstream.Upstream // sorted by name
-	nsOpts       namespacing.Options
 
+	snap     atomic.Pointer[snapshot] // the applied config; see snapshot
+	pool     pool                     // the upstreams, by name
 	routes   atomic.Pointer[routes]
-	access   atomic.Pointer[access]
 	views    atomic.Pointer[viewCache]
-	authn    *authn.Authenticator // nil while auth is off; closed by Close
-	inflight atomic.Int64         // requests being handled, for draining
+	inflight atomic.Int64 // requests being handled, for draining
+	reloads  reloadLog
 
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
 	problems map[string]bool // last reported merge problems, to log each once
 
 	changed chan struct{} // an upstream changed (buffered 1)
+	runCtx  context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup // the merge loop, replacements and drains
 }
 
 // New builds a Gateway for cfg, which must be valid (config.Load validates).
@@ -92,28 +96,18 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	var an *authn.Authenticator
-	if cfg.Auth.Enabled() {
-		// A JWKS that does not answer quickly is fetched in the background.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var err error
-		an, err = authn.New(ctx, &cfg.Auth, &authn.Options{Logger: o.Logger.Named("auth")})
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
+	an, err := newAuthenticator(context.Background(), &cfg.Auth, o.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{
-		cfg:      cfg,
 		opts:     o,
 		log:      o.Logger.Named("gateway"),
-		nsOpts:   namespacing.Options{Separator: cfg.Gateway.Separator, MaxLength: cfg.Gateway.MaxToolNameLength},
 		registry: newRegistry(),
 		problems: map[string]bool{},
 		changed:  make(chan struct{}, 1),
-		authn:    an,
 	}
-	g.access.Store(newAccess(cfg, an))
+	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
 		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
@@ -128,25 +122,42 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	// Outermost first: recover, then the gateway's own interception.
 	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.interceptor)
 
-	upLog := o.Logger.Named("upstream")
+	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {
-		g.ups = append(g.ups, upstream.New(s, &upstream.Options{
-			Logger:          upLog.With(zap.String(keyServer, s.Name)),
-			ConnectTimeout:  cfg.Gateway.Timeouts.Connect,
-			CallTimeout:     cfg.Gateway.Timeouts.Call,
-			BackoffInitial:  cfg.Gateway.Backoff.Initial,
-			BackoffMax:      cfg.Gateway.Backoff.Max,
-			MaxConcurrency:  cfg.Gateway.Limits.MaxConcurrentCalls,
-			MaxMessageBytes: int(cfg.Gateway.Limits.MaxMessageBytes),
-			GuardPath:       o.GuardPath,
-			ClientInfo:      &mcp.Implementation{Name: "manifold", Version: o.Version},
-			Transport:       o.Transports[s.Name],
-			OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
-		}))
+		g.pool.members[s.Name] = &member{spec: specOf(s, &cfg.Gateway), up: g.newUpstream(s, &cfg.Gateway)}
 	}
-	sort.Slice(g.ups, func(i, j int) bool { return g.ups[i].Name() < g.ups[j].Name() })
+	g.pool.publish()
 	g.merge()
 	return g, nil
+}
+
+// newAuthenticator returns the authenticator of c, or nil while auth is off.
+func newAuthenticator(ctx context.Context, c *config.Auth, log *zap.Logger) (*authn.Authenticator, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	// A JWKS that does not answer quickly is fetched in the background.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return authn.New(ctx, c, &authn.Options{Logger: log.Named("auth")})
+}
+
+// newUpstream returns the (unstarted) upstream of s under the gateway
+// settings gw.
+func (g *Gateway) newUpstream(s config.Server, gw *config.Gateway) *upstream.Upstream {
+	return upstream.New(s, &upstream.Options{
+		Logger:          g.opts.Logger.Named("upstream").With(zap.String(keyServer, s.Name)),
+		ConnectTimeout:  gw.Timeouts.Connect,
+		CallTimeout:     gw.Timeouts.Call,
+		BackoffInitial:  gw.Backoff.Initial,
+		BackoffMax:      gw.Backoff.Max,
+		MaxConcurrency:  gw.Limits.MaxConcurrentCalls,
+		MaxMessageBytes: int(gw.Limits.MaxMessageBytes),
+		GuardPath:       g.opts.GuardPath,
+		ClientInfo:      &mcp.Implementation{Name: "manifold", Version: g.opts.Version},
+		Transport:       g.opts.Transports[s.Name],
+		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
+	})
 }
 
 // Start connects every upstream in parallel and returns once each has
@@ -155,30 +166,21 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 // serve meanwhile.
 func (g *Gateway) Start(ctx context.Context) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g.cancel = cancel
-	for _, up := range g.ups {
+	g.pool.mu.Lock()
+	g.runCtx, g.cancel = runCtx, cancel
+	ups := g.pool.serving()
+	for _, up := range ups {
 		up.Start(runCtx)
 	}
+	g.pool.mu.Unlock()
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		g.mergeLoop(runCtx)
 	}()
-	deadline := time.Now().Add(g.cfg.Gateway.Timeouts.Connect + time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		pending := 0
-		for _, up := range g.ups {
-			if s := up.Status(); s.State == upstream.StateConnecting && s.Restarts == 0 {
-				pending++
-			}
-		}
-		if pending == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
-	for _, up := range g.ups {
+	for _, up := range ups {
 		s := up.Status()
 		if s.State == upstream.StateReady {
 			g.log.Info("upstream connected", zap.String(keyServer, s.Name), zap.Int(keyPID, s.PID))
@@ -189,20 +191,46 @@ func (g *Gateway) Start(ctx context.Context) {
 	}
 }
 
-// Close stops every upstream (gracefully, in parallel) and the merge loop,
-// waiting at most until ctx is done.
-func (g *Gateway) Close(ctx context.Context) error {
-	if g.authn != nil {
-		g.authn.Close()
+// waitFirstAttempts returns when each of ups has finished its first connect
+// attempt, or after max, or when ctx is done.
+func waitFirstAttempts(ctx context.Context, ups []*upstream.Upstream, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		pending := 0
+		for _, up := range ups {
+			if s := up.Status(); s.State == upstream.StateConnecting && s.Restarts == 0 {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if g.cancel == nil {
+}
+
+// Close stops every upstream (gracefully, in parallel), those being
+// replaced or drained included, and the merge loop, waiting at most until
+// ctx is done.
+func (g *Gateway) Close(ctx context.Context) error {
+	g.pool.mu.Lock()
+	cancel := g.cancel
+	all := g.pool.all()
+	g.pool.closed = true
+	g.pool.mu.Unlock()
+	defer func() {
+		if a := g.current().access.authn; a != nil {
+			a.Close()
+		}
+	}()
+	if cancel == nil {
 		return nil
 	}
-	g.cancel()
+	cancel()
 	var errs []error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, up := range g.ups {
+	for _, up := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -222,10 +250,11 @@ func (g *Gateway) Close(ctx context.Context) error {
 // transports and for tests.
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
-// Upstreams returns the status of every upstream, sorted by name.
+// Upstreams returns the status of every upstream serving, sorted by name.
 func (g *Gateway) Upstreams() []upstream.Status {
-	out := make([]upstream.Status, len(g.ups))
-	for i, up := range g.ups {
+	ups := g.pool.serving()
+	out := make([]upstream.Status, len(ups))
+	for i, up := range ups {
 		out[i] = up.Status()
 	}
 	return out
@@ -261,7 +290,7 @@ func (g *Gateway) mergeLoop(ctx context.Context) {
 func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
-	r, problems := buildRoutes(g.ups, g.nsOpts, instructionsHeader)
+	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader)
 	g.routes.Store(r)
 	g.apply(r)
 	seen := make(map[string]bool, len(problems))

@@ -79,7 +79,7 @@ func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResource
 		return nil, upstreamError(err)
 	}
 	delete(res.Meta, metaServerInfo)
-	if a := g.access.Load(); !a.policy.Unrestricted() {
+	if a := g.current().access; !a.policy.Unrestricted() {
 		res.CacheScope = a.cacheScope
 	}
 	for _, c := range res.Contents {
@@ -140,7 +140,7 @@ func (g *Gateway) readable(ctx context.Context, req mcp.Request, uri string, rt 
 //     or fragment, doubled slashes merged) refuses it too, so "…/secret?x"
 //     and "…//secret" cannot reach what "…/secret" denies.
 func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.Kind, uri string, rt route) bool {
-	a := g.access.Load()
+	a := g.current().access
 	if a.policy.Unrestricted() {
 		return true
 	}
@@ -149,14 +149,14 @@ func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.K
 		return false
 	}
 	exact := namespacing.WrapURI(rt.prefix, rt.original)
-	if !g.allowed(ctx, req, kind, exact, rt.up.Name()) {
+	if !g.allowedBy(ctx, a, req, kind, exact, rt.up.Name()) {
 		return false
 	}
 	clean := namespacing.WrapURI(rt.prefix, namespacing.CleanURI(rt.original))
 	if clean == exact {
 		return true
 	}
-	pr, _ := g.principal(ctx, req) // allowed above, so known
+	pr, _ := principal(ctx, a, req) // allowed above, so known
 	if d := a.policy.Decide(pr, kind, clean, rt.up.Name()); !d.Allowed && d.Rule >= 0 {
 		g.logDenial(pr, kind, uri, rt.up.Name(), a.policy.Describe(d)+" (on the cleaned form "+clean+")")
 		return false

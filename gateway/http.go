@@ -30,21 +30,24 @@ const modernProtocol = "2026-07-28"
 // wrapped in Host/Origin checks (DNS rebinding), the message size limit,
 // bearer authentication (when auth is on) and the session limit.
 func (g *Gateway) Handler() http.Handler {
-	lim := g.cfg.Gateway.Limits
+	// The SDK fixes its options at construction; everything a reload may
+	// change (limits, hosts, auth) is checked per request, from the current
+	// snapshot, by the gateway's own handlers around it.
+	idle := g.current().cfg.Gateway.Limits.SessionIdleTimeout
 	getServer := func(*http.Request) *mcp.Server { return g.server }
 	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		SessionTimeout:             lim.SessionIdleTimeout,
-		MaxRequestBodyBytes:        lim.MaxMessageBytes,
-		DisableLocalhostProtection: true, // hostCheck does it, with allowedHosts
+		SessionTimeout:             idle,
+		MaxRequestBodyBytes:        -1,   // limitBody enforces the current limit
+		DisableLocalhostProtection: true, // checkHostOrigin does it, with allowedHosts
 	})
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
-		MaxRequestBodyBytes:          lim.MaxMessageBytes,
+		MaxRequestBodyBytes:          -1,
 		DisableLocalhostProtection:   true,
 	})
 	sse := mcp.NewSSEHandler(getServer, &mcp.SSEOptions{
-		MaxRequestBodyBytes:        lim.MaxMessageBytes,
+		MaxRequestBodyBytes:        -1,
 		DisableLocalhostProtection: true,
 	})
 	authn := newHTTPAuth(g)
@@ -67,18 +70,16 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		sse.ServeHTTP(w, r)
 	})))
+	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
+	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
 	return g.checkHostOrigin(g.limitBody(mux))
 }
 
 // admitSession enforces gateway.limits.maxSessions on requests that would
 // open a session. It writes the refusal itself.
 func (g *Gateway) admitSession(w http.ResponseWriter) bool {
-	max := g.cfg.Gateway.Limits.MaxSessions
-	n := 0
-	for range g.server.Sessions() {
-		n++
-	}
-	if n < max {
+	max := g.current().edge.maxSessions
+	if n := g.sessionCount(); n < max {
 		return true
 	}
 	w.Header().Set("Retry-After", "5")
@@ -86,14 +87,27 @@ func (g *Gateway) admitSession(w http.ResponseWriter) bool {
 	return false
 }
 
-// limitBody answers 413 with an explanation when the declared body is over
-// the limit; bodies without a length are cut by the SDK's own limit.
+// sessionCount is the number of open downstream sessions, on every transport.
+func (g *Gateway) sessionCount() int {
+	n := 0
+	for range g.server.Sessions() {
+		n++
+	}
+	return n
+}
+
+// limitBody enforces gateway.limits.maxMessageBytes: 413 with an
+// explanation when the declared body is over the limit, and a cut (413 from
+// the SDK) when a body without a length runs over it.
 func (g *Gateway) limitBody(next http.Handler) http.Handler {
-	max := g.cfg.Gateway.Limits.MaxMessageBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		max := g.current().edge.maxBytes
 		if r.ContentLength > max {
 			http.Error(w, fmt.Sprintf("message of %d bytes exceeds the gateway's limit of %d bytes (gateway.limits.maxMessageBytes)", r.ContentLength, max), http.StatusRequestEntityTooLarge)
 			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -104,25 +118,15 @@ func (g *Gateway) limitBody(next http.Handler) http.Handler {
 // gateway.allowedHosts. A browser Origin must be the same host or listed in
 // gateway.allowedOrigins.
 func (g *Gateway) checkHostOrigin(next http.Handler) http.Handler {
-	gw := g.cfg.Gateway
-	listenHost, _, _ := net.SplitHostPort(gw.Listen)
-	loopbackOnly := isLoopback(listenHost)
-	hosts := map[string]bool{}
-	for _, h := range gw.AllowedHosts {
-		hosts[strings.ToLower(stripPort(h))] = true
-	}
-	origins := map[string]bool{}
-	for _, o := range gw.AllowedOrigins {
-		origins[strings.TrimSuffix(strings.ToLower(o), "/")] = true
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e := g.current().edge
 		host := strings.ToLower(stripPort(r.Host))
-		if loopbackOnly && !isLoopback(host) && !hosts[host] {
+		if e.loopbackOnly && !isLoopback(host) && !e.hosts[host] {
 			g.log.Warn("request refused: Host not allowed", zap.String(keyName, r.Host))
 			http.Error(w, fmt.Sprintf("Host %q is not allowed (DNS rebinding protection; see gateway.allowedHosts)", r.Host), http.StatusForbidden)
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !origins[strings.ToLower(origin)] {
+		if origin := r.Header.Get("Origin"); origin != "" && !e.origins[strings.ToLower(origin)] {
 			u, err := url.Parse(origin)
 			if err != nil || !strings.EqualFold(u.Host, r.Host) {
 				g.log.Warn("request refused: Origin not allowed", zap.String(keyName, origin))
@@ -158,22 +162,22 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
 	}
+	tls := g.current().cfg.Gateway.TLS
 	errc := make(chan error, 1)
 	go func() {
-		tls := g.cfg.Gateway.TLS
 		if tls.CertFile != "" {
 			errc <- srv.ServeTLS(ln, tls.CertFile, tls.KeyFile)
 		} else {
 			errc <- srv.Serve(ln)
 		}
 	}()
-	g.log.Info("serving", zap.String(keyAddr, ln.Addr().String()), zap.Bool("tls", g.cfg.Gateway.TLS.CertFile != ""))
+	g.log.Info("serving", zap.String(keyAddr, ln.Addr().String()), zap.Bool("tls", tls.CertFile != ""))
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Gateway.Timeouts.Drain)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.current().cfg.Gateway.Timeouts.Drain)
 	defer cancel()
 	// Stop accepting, let the requests in flight finish within the drain
 	// timeout, then close the sessions: their long-lived streams (SSE, GET)

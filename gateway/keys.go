@@ -14,4 +14,8 @@ const (
 	keyPrincipal = "principal"
 	keyGroups    = "groups"
 	keyRule      = "rule"
+
+	keyTrigger = "trigger"
+	keyHash    = "hash"
+	keyKey     = "key"
 )

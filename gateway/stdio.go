@@ -29,7 +29,9 @@ var errTooLarge = errors.New("message too large")
 // session), and a line over gateway.limits.maxMessageBytes ends the session
 // with a logged error, since the rest of it cannot be framed.
 func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
-	max := int(g.cfg.Gateway.Limits.MaxMessageBytes)
+	// The limit is the one serving when the session starts; a stdio gateway
+	// serves one session for its whole life.
+	max := int(g.current().edge.maxBytes)
 	out := &lockedWriter{w: w}
 	pr, pw := io.Pipe()
 	defer pr.Close()
@@ -37,7 +39,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 
 	t := &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: max + 1}
 	// The session's handlers run in this context: it names the principal.
-	ss, err := g.server.Connect(withPrincipal(ctx, g.access.Load().local), t, nil)
+	ss, err := g.server.Connect(context.WithValue(ctx, localKey{}, true), t, nil)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}

@@ -115,7 +115,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	defer cancelSlow()
 	slowDone := make(chan error, 1)
 	go func() { slowDone <- slowCall(slowCtx, u, 10000) }()
-	waitFor(t, 5*time.Second, "the slow call to hold the slot", func() bool { return len(u.slots) == 1 })
+	waitFor(t, 5*time.Second, "the slow call to hold the slot", func() bool { return u.InFlight() == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -137,7 +137,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	if got, err := echo(context.Background(), u, "third"); err != nil || got != "third" {
 		t.Errorf("call after the slot was freed = %q, %v", got, err)
 	}
-	if n := len(u.slots); n != 0 {
+	if n := u.InFlight(); n != 0 {
 		t.Errorf("%d slots still taken after all calls ended", n)
 	}
 }
@@ -208,7 +208,7 @@ func TestCallConnectionLost(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- slowCall(context.Background(), u, 10000) }()
-	waitFor(t, 5*time.Second, "the call to be in flight", func() bool { return len(u.slots) == 1 })
+	waitFor(t, 5*time.Second, "the call to be in flight", func() bool { return u.InFlight() == 1 })
 	go mem.dropAll() // waits for the server's handler, which the client's cancellation ends
 	select {
 	case err := <-done:

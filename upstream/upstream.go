@@ -246,3 +246,7 @@ func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {
 }
 
 func (u *Upstream) release() { <-u.slots }
+
+// InFlight returns the number of calls the Upstream is handling now; a
+// gateway draining a replaced Upstream waits for it to reach 0.
+func (u *Upstream) InFlight() int { return len(u.slots) }

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/gateway"
@@ -27,23 +29,31 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg, err := loadConfig(*cfgPath)
-	if err != nil {
-		printConfigError(stderr, err)
-		return 1
+	// load reads the config with the command line's overrides: at start,
+	// and again for every reload.
+	load := func() (*config.Config, error) {
+		cfg, err := loadConfig(*cfgPath)
+		if err != nil || *listen == "" {
+			return cfg, err
+		}
+		cfg.Gateway.Listen = *listen
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+		return cfg, nil
 	}
 	if *listen != "" {
 		if _, _, err := net.SplitHostPort(*listen); err != nil {
 			fmt.Fprintf(stderr, "manifold: --listen %q: must be host:port, such as 127.0.0.1:8080\n", *listen)
 			return 2
 		}
-		cfg.Gateway.Listen = *listen
-		if err := cfg.Validate(); err != nil {
-			printConfigError(stderr, err)
-			return 1
-		}
 	}
-	logger, closeLog, err := newLogger(cfg.Gateway.Log, *logFile, stderr)
+	cfg, err := load()
+	if err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	logger, level, closeLog, err := newLogger(cfg.Gateway.Log, *logFile, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "manifold: %v\n", err)
 		return 1
@@ -54,7 +64,7 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		logger.Warn("cannot find own executable; stdio upstreams run without the process-group guard", zap.Error(err))
 	}
-	gw, err := gateway.New(cfg, &gateway.Options{Logger: logger, Version: version(), GuardPath: exe})
+	gw, err := gateway.New(cfg, &gateway.Options{Logger: logger, Level: &level, Version: version(), GuardPath: exe, LoadConfig: load})
 	if err != nil {
 		logger.Error("gateway", zap.Error(err))
 		return 1
@@ -78,6 +88,13 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		logger.Info("stopped")
 	}()
 
+	stopReloads, err := watchReloads(ctx, gw, *cfgPath, logger)
+	if err != nil {
+		logger.Error("watching the config file", zap.Error(err))
+		return 1
+	}
+	defer stopReloads()
+
 	if *stdio {
 		if err := gw.ServeStdio(ctx, stdin, stdout); err != nil {
 			return 1
@@ -89,6 +106,47 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return 1
 	}
 	return 0
+}
+
+// watchReloads reloads gw's config when the file at path changes and on
+// SIGHUP, until ctx is done or the returned stop is called. Without a path
+// (the embedded default) only SIGHUP reloads.
+func watchReloads(ctx context.Context, gw *gateway.Gateway, path string, logger *zap.Logger) (stop func(), err error) {
+	var changes <-chan struct{}
+	var w *config.Watcher
+	if path != "" {
+		if w, err = config.NewWatcher(path, &config.WatchOptions{Logger: logger}); err != nil {
+			return nil, err
+		}
+		changes = w.Changes()
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			trigger := gateway.TriggerFile
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+			case <-hup:
+				trigger = gateway.TriggerSignal
+			}
+			// The outcome is logged and shown on /status.
+			_, _ = gw.Reload(ctx, trigger)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		signal.Stop(hup)
+		if w != nil {
+			w.Close()
+		}
+	}, nil
 }
 
 // loadConfig loads path, or the embedded default when path is empty.
@@ -175,18 +233,19 @@ func policySummary(p *config.Policy) string {
 }
 
 // newLogger builds the root logger from gateway.log, writing to file or to
-// stderr (never stdout: stdout may carry the stdio protocol).
-func newLogger(c config.Log, file string, stderr io.Writer) (*zap.Logger, func(), error) {
-	level, err := zapcore.ParseLevel(c.Level)
+// stderr (never stdout: stdout may carry the stdio protocol). Its level can
+// be changed through the returned AtomicLevel.
+func newLogger(c config.Log, file string, stderr io.Writer) (*zap.Logger, zap.AtomicLevel, func(), error) {
+	level, err := zap.ParseAtomicLevel(c.Level)
 	if err != nil {
-		return nil, nil, fmt.Errorf("gateway.log.level: %w", err)
+		return nil, level, nil, fmt.Errorf("gateway.log.level: %w", err)
 	}
 	var sink zapcore.WriteSyncer = zapcore.AddSync(stderr)
 	closeFn := func() {}
 	if file != "" {
 		f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
-			return nil, nil, fmt.Errorf("log file: %w", err)
+			return nil, level, nil, fmt.Errorf("log file: %w", err)
 		}
 		sink = zapcore.Lock(f)
 		closeFn = func() { f.Close() }
@@ -198,5 +257,5 @@ func newLogger(c config.Log, file string, stderr io.Writer) (*zap.Logger, func()
 		enc = zapcore.NewConsoleEncoder(encCfg)
 	}
 	logger := zap.New(zapcore.NewCore(enc, sink, level), zap.ErrorOutput(sink))
-	return logger, func() { logger.Sync(); closeFn() }, nil
+	return logger, level, func() { logger.Sync(); closeFn() }, nil
 }

@@ -1,0 +1,245 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Reload triggers (ReloadResult.Trigger).
+const (
+	TriggerFile   = "file"   // the config file changed
+	TriggerSignal = "signal" // SIGHUP
+	TriggerAPI    = "api"    // POST /reload
+)
+
+// Reload outcomes (ReloadResult.Result).
+const (
+	ReloadApplied   = "applied"
+	ReloadRejected  = "rejected"
+	ReloadUnchanged = "unchanged"
+)
+
+// ReloadResult describes one reload attempt.
+type ReloadResult struct {
+	Trigger string    `json:"trigger"`
+	At      time.Time `json:"at"`
+	// DurationMS is the time from the start of the attempt to the new
+	// config serving (or to the rejection), in milliseconds.
+	DurationMS float64 `json:"durationMs"`
+	Result     string  `json:"result"`
+	// Error says why a config was rejected; Problems lists every problem
+	// found, each naming the file and key.
+	Error    string   `json:"error,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+	// Hash is the config's Config.Hash.
+	Hash string `json:"hash,omitempty"`
+	poolChanges
+	// RestartRequired names changed keys that apply only when the gateway
+	// restarts; until then their running values stay in force.
+	RestartRequired []string `json:"restartRequired,omitempty"`
+}
+
+// reloadLog counts reloads and keeps the last one, for status.
+type reloadLog struct {
+	run      sync.Mutex // serializes reloads
+	mu       sync.Mutex // guards the fields below
+	last     *ReloadResult
+	applied  int
+	rejected int
+}
+
+// Reload loads the config again (Options.LoadConfig) and applies it while
+// the gateway serves (DESIGN.md decision 2):
+//
+//   - a config that does not load (syntax, unknown key, bad value) is
+//     rejected, logged with its file and keys, and changes nothing;
+//   - policy, auth, limits, allowed hosts and origins, namespacing and the
+//     log level apply to the next request; requests in flight finish on the
+//     snapshot they started with;
+//   - upstreams whose spec (server entry and the gateway settings their
+//     client uses) is unchanged keep their process or connection; changed
+//     ones are replaced make-before-break, removed ones drained, added ones
+//     connected (see pool);
+//   - clients get list_changed for what their lists may have gained or
+//     lost: once per list, debounced.
+//
+// gateway.listen and gateway.tls apply only at restart: the new config must
+// be valid with the running values, which stay in force. With trigger
+// TriggerFile, a config whose bytes are those serving is not applied again.
+// Reloads are serialized; Reload returns once the new config serves, while
+// replacements of changed upstreams finish in the background.
+func (g *Gateway) Reload(ctx context.Context, trigger string) (*ReloadResult, error) {
+	g.reloads.run.Lock()
+	defer g.reloads.run.Unlock()
+	start := time.Now()
+	res := &ReloadResult{Trigger: trigger, At: start}
+	err := g.reload(ctx, res)
+	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	g.reloads.mu.Lock()
+	defer g.reloads.mu.Unlock()
+	switch {
+	case err != nil:
+		res.Result, res.Error = ReloadRejected, err.Error()
+		for _, fe := range config.FieldErrors(err) {
+			res.Problems = append(res.Problems, fe.Error())
+		}
+		g.reloads.rejected++
+		g.log.Error("config rejected; the previous config keeps serving",
+			zap.String(keyTrigger, trigger), zap.Error(err))
+	case res.Result == ReloadUnchanged:
+	default:
+		res.Result = ReloadApplied
+		g.reloads.applied++
+		g.log.Info("config reloaded", zap.String(keyTrigger, trigger), zap.String(keyHash, res.Hash),
+			zap.Strings("added", res.Added), zap.Strings("removed", res.Removed), zap.Strings("restarted", res.Restarted),
+			zap.Float64("ms", res.DurationMS))
+		if len(res.RestartRequired) > 0 {
+			g.log.Warn("changed settings apply only at restart; their running values stay in force",
+				zap.Strings(keyKey, res.RestartRequired))
+		}
+	}
+	g.reloads.last = res
+	return res, err
+}
+
+// reload does Reload's work, filling res; with reloads.run held.
+func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
+	if g.opts.LoadConfig == nil {
+		return errors.New("reload: the gateway was not given a config to reload")
+	}
+	cfg, err := g.opts.LoadConfig()
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		return errors.New("reload: loading the config returned nothing")
+	}
+	res.Hash = cfg.Hash
+	old := g.current()
+	if res.Trigger == TriggerFile && cfg.Hash == old.cfg.Hash {
+		res.Result = ReloadUnchanged
+		return nil
+	}
+	cfg, res.RestartRequired, err = pinRestartOnly(cfg, old.cfg)
+	if err != nil {
+		return err
+	}
+	an := old.access.authn
+	authChanged := !reflect.DeepEqual(cfg.Auth, old.cfg.Auth)
+	if authChanged {
+		if an, err = newAuthenticator(ctx, &cfg.Auth, g.opts.Logger); err != nil {
+			return fmt.Errorf("%s: auth: %w", cfg.Source, err)
+		}
+	}
+	level, err := zapcore.ParseLevel(cfg.Gateway.Log.Level)
+	if err != nil {
+		return fmt.Errorf("%s: gateway.log.level: %w", cfg.Source, err) // Validate checks it
+	}
+
+	g.pool.mu.Lock()
+	if g.pool.closed || g.runCtx == nil {
+		g.pool.mu.Unlock()
+		if authChanged && an != nil {
+			an.Close()
+		}
+		return errors.New("reload: the gateway is not running")
+	}
+	g.snap.Store(newSnapshot(cfg, an))
+	res.poolChanges = g.updatePool(cfg)
+	g.pool.mu.Unlock()
+
+	if authChanged && old.access.authn != nil {
+		old.access.authn.Close()
+	}
+	if g.opts.Level != nil {
+		g.opts.Level.SetLevel(level)
+	}
+	g.merge()
+	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) {
+		// What each principal may see can have changed while the union
+		// registered with the SDK did not.
+		g.notifyListsChanged()
+	}
+	return nil
+}
+
+// pinRestartOnly returns cfg with the settings that apply only at restart
+// set to their running values (from running), and the keys that differed.
+// The result must be valid as it will serve: a config that, say, turns auth
+// off while the running listener is not on loopback is rejected.
+func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, error) {
+	gw, old := cfg.Gateway, running.Gateway
+	var keys []string
+	if gw.Listen != old.Listen {
+		keys = append(keys, "gateway.listen")
+	}
+	if gw.TLS != old.TLS {
+		keys = append(keys, "gateway.tls")
+	}
+	if gw.Limits.SessionIdleTimeout != old.Limits.SessionIdleTimeout {
+		keys = append(keys, "gateway.limits.sessionIdleTimeout")
+	}
+	if gw.Log.Format != old.Log.Format {
+		keys = append(keys, "gateway.log.format")
+	}
+	if len(keys) == 0 {
+		return cfg, nil, nil
+	}
+	pinned := *cfg
+	pinned.Gateway.Listen, pinned.Gateway.TLS = old.Listen, old.TLS
+	pinned.Gateway.Limits.SessionIdleTimeout, pinned.Gateway.Log.Format = old.Limits.SessionIdleTimeout, old.Log.Format
+	if err := pinned.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("with the running gateway.listen %s and gateway.tls, which apply only at restart: %w", old.Listen, err)
+	}
+	return &pinned, keys, nil
+}
+
+// notifyListsChanged sends tools, prompts and resources list_changed to
+// every session, through the SDK's own debounced path: re-registering one
+// registered definition of each list marks that list changed. A list with
+// nothing registered cannot look different to anyone and is skipped.
+func (g *Gateway) notifyListsChanged() {
+	g.syncMu.Lock()
+	defer g.syncMu.Unlock()
+	r := g.routes.Load()
+	for _, t := range r.toolDefs {
+		if _, ok := g.registry.tools[t.Name]; ok {
+			g.safely("tool", t.Name, func() { g.server.AddTool(withoutParamHeaders(t), g.callTool) })
+			break
+		}
+	}
+	for _, p := range r.promptDefs {
+		if _, ok := g.registry.prompts[p.Name]; ok {
+			g.safely("prompt", p.Name, func() { g.server.AddPrompt(p, g.getPrompt) })
+			break
+		}
+	}
+	for _, res := range r.resourceDefs {
+		if _, ok := g.registry.resources[res.URI]; ok {
+			g.safely("resource", res.URI, func() { g.server.AddResource(res, g.readResourceHandler) })
+			return
+		}
+	}
+	for _, t := range r.templateDefs {
+		if _, ok := g.registry.templates[t.URITemplate]; ok {
+			g.safely("resource template", t.URITemplate, func() { g.server.AddResourceTemplate(t, g.readResourceHandler) })
+			return
+		}
+	}
+}
+
+// LastReload returns the last reload attempt, or nil before the first, and
+// how many were applied and rejected.
+func (g *Gateway) LastReload() (last *ReloadResult, applied, rejected int) {
+	g.reloads.mu.Lock()
+	defer g.reloads.mu.Unlock()
+	return g.reloads.last, g.reloads.applied, g.reloads.rejected
+}
