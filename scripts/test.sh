@@ -2,7 +2,7 @@
 # Runs every test of the repository: formatting, vet, the Go tests with the
 # race detector (unit, fuzz seed corpora, end-to-end with real processes),
 # and the Node harness self-test. On a fresh machine it first installs the
-# pinned npm test dependencies (test/node/package-lock.json).
+# pinned npm test dependencies (test/node and test/conformance lock files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,10 +11,12 @@ need go
 need node
 need npm
 
-if [ ! -d test/node/node_modules/@modelcontextprotocol ] || [ test/node/package-lock.json -nt test/node/node_modules/.package-lock.json ]; then
-  echo "== npm ci (test/node)"
-  npm ci --prefix test/node --no-audit --no-fund --loglevel=error
-fi
+for dir in test/node test/conformance; do
+  if [ ! -d "$dir/node_modules/@modelcontextprotocol" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    echo "== npm ci ($dir)"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  fi
+done
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/node/*'))

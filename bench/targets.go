@@ -1,0 +1,263 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// target is one server setup to measure.
+type target struct {
+	name string
+	// direct names the target this one is compared with; "" for a direct one.
+	direct string
+	// start starts the servers the target needs (none for stdio targets,
+	// whose processes manifold-bench starts per session) and returns the
+	// manifold-bench arguments that select it. stop is called after the
+	// measurement, also when start fails half-way.
+	start func(ctx context.Context, e *env) (args []string, err error)
+}
+
+var allTargets = []*target{
+	{name: "fixture stdio", start: func(_ context.Context, e *env) ([]string, error) {
+		return []string{"--", e.bin("manifold-fixture"), "--stdio"}, nil
+	}},
+	{name: "fixture http", start: func(ctx context.Context, e *env) ([]string, error) {
+		url, pid, err := e.startFixtureHTTP(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--url", url, "--target-pid", strconv.Itoa(pid)}, nil
+	}},
+	{name: "manifold http→stdio", direct: "fixture http", start: func(ctx context.Context, e *env) ([]string, error) {
+		cfg, err := e.config("stdio.yaml", stdioUpstream(e.bin("manifold-fixture")))
+		if err != nil {
+			return nil, err
+		}
+		url, pid, err := e.startGateway(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--url", url, "--target-pid", strconv.Itoa(pid)}, nil
+	}},
+	{name: "manifold http→http", direct: "fixture http", start: func(ctx context.Context, e *env) ([]string, error) {
+		furl, fpid, err := e.startFixtureHTTP(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := e.config("http.yaml", httpUpstream(furl))
+		if err != nil {
+			return nil, err
+		}
+		url, pid, err := e.startGateway(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--url", url, "--target-pid", strconv.Itoa(pid) + "," + strconv.Itoa(fpid)}, nil
+	}},
+	{name: "manifold stdio→stdio", direct: "fixture stdio", start: func(_ context.Context, e *env) ([]string, error) {
+		cfg, err := e.config("stdio.yaml", stdioUpstream(e.bin("manifold-fixture")))
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--", e.bin("manifold"), "serve", "--stdio", "--config", cfg}, nil
+	}},
+}
+
+func findTarget(name string) *target {
+	for _, t := range allTargets {
+		if t.name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// stdioUpstream and httpUpstream are gateway configs with the fixture as
+// the one upstream, its names unprefixed.
+func stdioUpstream(fixture string) string {
+	return fmt.Sprintf("mcpServers:\n  conf:\n    command: %q\n    args: [\"--stdio\"]\n    prefix: \"\"\n", fixture)
+}
+
+func httpUpstream(url string) string {
+	return fmt.Sprintf("mcpServers:\n  conf:\n    type: http\n    url: %q\n    prefix: \"\"\n", url)
+}
+
+// env is what one measurement runs in: the binaries, a scratch directory,
+// and the server processes it started.
+type env struct {
+	binDir  string
+	dir     string
+	procs   []*exec.Cmd
+	waits   []chan struct{}
+	logs    []string
+	timeout time.Duration
+}
+
+func (e *env) bin(name string) string { return filepath.Join(e.binDir, name) }
+
+// config writes a gateway config file and returns its path.
+func (e *env) config(name, body string) (string, error) {
+	p := filepath.Join(e.dir, name)
+	return p, os.WriteFile(p, []byte(body), 0o600)
+}
+
+// startProc starts a server in its own process group, stderr to a log
+// file, and returns it with its stdout.
+func (e *env) startProc(name string, args ...string) (*exec.Cmd, io.Reader, error) {
+	logPath := filepath.Join(e.dir, fmt.Sprintf("%d-%s.log", len(e.procs), filepath.Base(name)))
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, nil, err
+	}
+	logf.Close() // the child has its own descriptor
+	e.procs = append(e.procs, cmd)
+	e.logs = append(e.logs, logPath)
+	done := make(chan struct{})
+	e.waits = append(e.waits, done)
+	go func() {
+		defer close(done)
+		_ = cmd.Wait()
+	}()
+	return cmd, stdout, nil
+}
+
+// stop stops every server: SIGTERM to each process group, SIGKILL to
+// those still there after 5 seconds.
+func (e *env) stop() {
+	for _, c := range e.procs {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+	}
+	deadline := time.After(5 * time.Second)
+	for i, done := range e.waits {
+		select {
+		case <-done:
+		case <-deadline:
+		}
+		_ = syscall.Kill(-e.procs[i].Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	e.procs, e.waits = nil, nil
+}
+
+// logTail returns the end of every server log, for error messages.
+func (e *env) logTail() string {
+	var b strings.Builder
+	for _, p := range e.logs {
+		data, _ := os.ReadFile(p)
+		if len(data) > 2000 {
+			data = data[len(data)-2000:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", filepath.Base(p), data)
+	}
+	return b.String()
+}
+
+func (e *env) startFixtureHTTP(ctx context.Context) (string, int, error) {
+	cmd, stdout, err := e.startProc(e.bin("manifold-fixture"), "--http", "127.0.0.1:0")
+	if err != nil {
+		return "", 0, err
+	}
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		lines <- strings.TrimSpace(line)
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case url := <-lines:
+		if !strings.HasPrefix(url, "http://") {
+			return "", 0, fmt.Errorf("manifold-fixture printed %q, not its URL", url)
+		}
+		return url, cmd.Process.Pid, nil
+	case <-time.After(e.timeout):
+		return "", 0, errors.New("manifold-fixture printed no URL")
+	case <-ctx.Done():
+		return "", 0, ctx.Err()
+	}
+}
+
+// startGateway starts `manifold serve` on a free port and waits until it
+// lists the fixture's echo tool.
+func (e *env) startGateway(ctx context.Context, cfg string) (string, int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", 0, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd, stdout, err := e.startProc(e.bin("manifold"), "serve", "--config", cfg, "--listen", addr)
+	if err != nil {
+		return "", 0, err
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	url := "http://" + addr + "/mcp"
+	if err := waitForTool(ctx, url, "echo", e.timeout); err != nil {
+		return "", 0, fmt.Errorf("manifold on %s: %w", addr, err)
+	}
+	return url, cmd.Process.Pid, nil
+}
+
+// waitForTool polls url until an MCP session there lists tool, or timeout.
+func waitForTool(ctx context.Context, url, tool string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench-probe", Version: "v0"}, nil)
+	var last error
+	for ctx.Err() == nil {
+		last = func() error {
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: tr}, DisableStandaloneSSE: true}, nil)
+			if err != nil {
+				return err
+			}
+			defer cs.Close()
+			for t, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					return err
+				}
+				if t.Name == tool {
+					return nil
+				}
+			}
+			return fmt.Errorf("no tool %q yet", tool)
+		}()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not ready after %v: %w", timeout, last)
+}

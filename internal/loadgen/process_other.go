@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package loadgen
+
+import "syscall"
+
+func setPdeathsig(*syscall.SysProcAttr) {}
