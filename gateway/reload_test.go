@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -322,6 +323,18 @@ func TestReloadLimitsApplyToTheNextRequest(t *testing.T) {
 	resp, text := post(t, srv.URL+"/mcp", body, nil)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(text, "512") {
 		t.Fatalf("after lowering maxMessageBytes: %d %s", resp.StatusCode, text)
+	}
+	// Without a declared length the body is cut at the new limit too.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", io.MultiReader(strings.NewReader(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	chunked, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunked.Body.Close()
+	if req.ContentLength != 0 || chunked.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked body over the new limit: %d (content length %d)", chunked.StatusCode, req.ContentLength)
 	}
 	for ss := range h.gw.Server().Sessions() {
 		if ss != nil && h.client.ID() != ss.ID() {
