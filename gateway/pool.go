@@ -200,6 +200,7 @@ func (g *Gateway) promoteWhenReady(name string, next *upstream.Upstream) {
 		old := m.up
 		m.up, m.spec, m.next = next, m.nextSpec, nil
 		g.pool.publish()
+		g.pool.markDraining(old)
 		g.pool.mu.Unlock()
 		// New routes first, so that no new call picks the old upstream.
 		g.merge()
@@ -211,6 +212,14 @@ func (g *Gateway) promoteWhenReady(name string, next *upstream.Upstream) {
 	}()
 }
 
+// markDraining counts up among the draining upstreams. Called with mu held.
+func (p *pool) markDraining(up *upstream.Upstream) {
+	if p.draining == nil {
+		p.draining = map[*upstream.Upstream]bool{}
+	}
+	p.draining[up] = true
+}
+
 // drainPoll is how often a draining upstream's calls are counted.
 const drainPoll = 10 * time.Millisecond
 
@@ -218,10 +227,7 @@ const drainPoll = 10 * time.Millisecond
 // at most gateway.timeouts.drain, then stops it. Called with g.pool.mu held,
 // after up has left the published list.
 func (g *Gateway) drain(up *upstream.Upstream) {
-	if g.pool.draining == nil {
-		g.pool.draining = map[*upstream.Upstream]bool{}
-	}
-	g.pool.draining[up] = true
+	g.pool.markDraining(up)
 	if g.pool.closed {
 		return // Close stops it with the others
 	}

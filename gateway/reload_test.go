@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -141,6 +142,7 @@ func TestReloadAddsAndRemovesServersKeepingTheOthers(t *testing.T) {
 		t.Fatalf("adding beta: %+v", res)
 	}
 	waitNote(t, h.notes, "tools")
+	expectNoMoreNotes(t, h.notes, "tools")
 	if names := toolNames(t, h.client); !slices.Contains(names, "beta__echo") || !slices.Contains(names, "alpha__echo") {
 		t.Fatalf("after adding beta, tools = %v", names)
 	}
@@ -209,6 +211,52 @@ func TestReloadReplacesAChangedServerWithoutFailedCalls(t *testing.T) {
 	// Old sessions must be closed; the server side notices asynchronously.
 	waitFor(t, "alpha to have 1 session left", func() bool { return sessions(h.ups["alpha"].server) == 1 })
 	t.Logf("%d calls during 5 replacements, none failed", calls.Load())
+}
+
+// expectNoMoreNotes fails if another kind notification arrives soon: one
+// reload must notify once, not in a storm.
+func expectNoMoreNotes(t *testing.T, notes chan string, kind string) {
+	t.Helper()
+	quiet := time.After(200 * time.Millisecond)
+	for {
+		select {
+		case got := <-notes:
+			if got == kind {
+				t.Fatalf("a second %s list_changed for one reload", kind)
+			}
+		case <-quiet:
+			return
+		}
+	}
+}
+
+func TestReloadLetsCallsOnAReplacedServerFinish(t *testing.T) {
+	h := newReloadHarness(t, false)
+	done := make(chan error, 1)
+	go func() {
+		res, err := h.client.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 400}})
+		if err == nil && res.IsError {
+			err = errors.New(textOfContent(res.Content))
+		}
+		done <- err
+	}()
+	waitFor(t, "the slow call to be in flight", func() bool {
+		st := h.gw.Status(nil)
+		return len(st.Upstreams) == 1 && st.Upstreams[0].InFlight == 1
+	})
+	h.reload(t, h.reloadConfig(false, func(c *config.Config) {
+		s := c.Servers["alpha"]
+		s.Env = map[string]string{"CHANGED": "yes"}
+		c.Servers["alpha"] = s
+	}), nil)
+	waitFor(t, "the replacement to serve", func() bool { return h.gw.Status(nil).Upstreams[0].Replacement == nil })
+	if st := h.gw.Status(nil); st.Draining != 1 {
+		t.Errorf("draining = %d while the old upstream has a call in flight, want 1", st.Draining)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the call in flight on the replaced upstream: %v", err)
+	}
+	waitFor(t, "the old upstream to stop", func() bool { return h.gw.Status(nil).Draining == 0 })
 }
 
 func TestReloadPolicyAppliesToTheNextCall(t *testing.T) {
