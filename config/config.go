@@ -77,6 +77,10 @@ type Config struct {
 	Auth Auth
 	// Policy says who may see and use what (key "policy"); nil allows everything.
 	Policy *Policy
+	// Audit configures the audit log (key "audit"); nil means no audit log.
+	Audit *Audit
+	// Telemetry configures traces and metrics (key "telemetry"); the zero value means none.
+	Telemetry Telemetry
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
@@ -123,6 +127,11 @@ type Server struct {
 	MaxConcurrency int
 	// Disabled servers are parsed and checked for shape but not started; Enabled skips them.
 	Disabled bool
+	// Required servers must be ready for the gateway to report itself ready (GET /readyz).
+	// It changes nothing else: a required server that fails is retried like any other, and
+	// the gateway serves the others meanwhile. Changing it on reload does not restart the
+	// server.
+	Required bool
 }
 
 // Namespace returns the server's effective prefix: *Prefix when set, else the server name with
@@ -221,10 +230,17 @@ func DefaultGateway() Gateway {
 
 // ApplyDefaults fills in what the loader fills in for a Config built in code: zero-valued
 // gateway settings get their defaults, and each server gets its Name from its key and its Type
-// inferred when empty. Call it before Validate. Load, Parse and LoadDefault need no call.
+// inferred when empty; a non-nil Audit, Telemetry.Traces or Telemetry.Metrics gets the
+// defaults of its section (a trace protocol of http/protobuf, but no endpoint: unlike the
+// loader, ApplyDefaults reads no environment variable). Call it before Validate. Load, Parse
+// and LoadDefault need no call.
 func (c *Config) ApplyDefaults() {
 	c.Gateway.applyDefaults()
 	c.Auth.applyDefaults()
+	if c.Audit != nil {
+		c.Audit.applyDefaults()
+	}
+	c.Telemetry.applyDefaults()
 	for name, s := range c.Servers {
 		s.Name = name
 		if s.Type == "" {

@@ -179,6 +179,7 @@ mcpServers:
     session: shared
     timeout: 90s
     maxConcurrency: 4
+    required: true
   plain:
     type: http
     url: https://plain.example.com/mcp/sse
@@ -199,7 +200,7 @@ gateway:
 				"everything": {Name: "everything", Type: "stdio", Command: "npx",
 					Args: []string{"-y", "@modelcontextprotocol/server-everything"},
 					Env:  map[string]string{"LOG_LEVEL": "info"}, Cwd: "/srv/everything",
-					Prefix: ptr("ev"), Session: "shared", Timeout: 90 * time.Second, MaxConcurrency: 4},
+					Prefix: ptr("ev"), Session: "shared", Timeout: 90 * time.Second, MaxConcurrency: 4, Required: true},
 				"plain": {Name: "plain", Type: "http", URL: "https://plain.example.com/mcp/sse", Prefix: ptr("")},
 			}, Gateway: Gateway{
 				Listen: "0.0.0.0:9000", Separator: "-", MaxToolNameLength: 60, Insecure: true,

@@ -22,6 +22,9 @@ type decoder struct {
 	// failed holds the keys whose value could not be decoded, so that validation does not
 	// report a second, derived problem for them.
 	failed map[string]bool
+	// origins maps keys filled in from standard environment variables (the OTLP endpoint and
+	// protocol) to the variable, so that validation blames the variable.
+	origins map[string]string
 }
 
 func (d *decoder) fail(key, msg string) {
@@ -40,8 +43,8 @@ func (d *decoder) ignore(key, why string) {
 // field is one key of a section: where its value goes, or the keys of a nested section.
 type field struct {
 	name string
-	// ptr is the destination: *string, **string, *bool, *int, *int64, *time.Duration,
-	// *[]string or *map[string]string. Nil for a section.
+	// ptr is the destination: *string, **string, *bool, *int, *int64, **float64,
+	// *time.Duration, *[]string or *map[string]string. Nil for a section.
 	ptr any
 	sub []field
 }
@@ -185,6 +188,15 @@ func (d *decoder) assign(key string, ptr, v any) {
 			return
 		}
 		d.fail(key, "must be an integer")
+	case **float64: // null leaves the pointer nil, as for **string
+		if v == nil {
+			return
+		}
+		if f, ok := asFloat(v); ok {
+			*p = &f
+			return
+		}
+		d.fail(key, "must be a number")
 	case *time.Duration:
 		if s, ok := v.(string); ok {
 			if dur, err := time.ParseDuration(strings.TrimSpace(s)); err == nil {
@@ -312,6 +324,29 @@ func asInt(v any) (int64, bool) {
 		return n, err == nil
 	}
 	return 0, false
+}
+
+// asFloat accepts finite numbers and decimal strings (from ${VAR}).
+func asFloat(v any) (float64, bool) {
+	var f float64
+	switch v := v.(type) {
+	case int:
+		f = float64(v)
+	case int64:
+		f = float64(v)
+	case uint64:
+		f = float64(v)
+	case float64:
+		f = v
+	case string:
+		var err error
+		if f, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	return f, !math.IsNaN(f) && !math.IsInf(f, 0)
 }
 
 // joinKey appends k to the dotted key parent, quoting k unless it is a plain name, so that

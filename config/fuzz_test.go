@@ -21,6 +21,10 @@ func FuzzParse(f *testing.F) {
 		`{"gateway": {"tls": {"certFile": "/", "keyFile": "/nope"}, "allowedOrigins": ["*"]}}`,
 		`[1, 2]`,
 		`{"mcpServers": {"a": {"command": 1e400}}}`,
+		"audit: {stdout: true, arguments: full, redact: [\"*key*\"], hashKey: \"${T}\", buffer: 8}",
+		"audit: {file: /nonexistent/dir/a.jsonl, maxSizeMB: 0}\ntelemetry: {metrics: {listen: \":9464\"}}",
+		"telemetry: {traces: {endpoint: \"http://127.0.0.1:4318\", protocol: grpc, sampleRatio: .nan, headers: {A: \"${T}\"}}}",
+		`{"telemetry": {"traces": {"sampleRatio": "0.5"}, "metrics": null}, "audit": null, "plugins": {}}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,7 @@ const (
 	keyGateway       = "gateway"
 	keyAuth          = "auth"
 	keyPolicy        = "policy"
+	keyPlugins       = "plugins"
 )
 
 //go:embed default.yaml
@@ -119,6 +121,7 @@ func Parse(data []byte, format, source string, opts *LoadOptions) (*Config, erro
 	d.document(doc, cfg)
 	cfg.Auth.applyDefaults()
 	origins := applyEnv(o.Environ, &cfg.Gateway, &d.errs)
+	maps.Copy(origins, d.origins)
 	errs := append(d.errs, cfg.validate(origins, d.failed)...)
 	if err := joinErrors(errs); err != nil {
 		return nil, err
@@ -194,8 +197,8 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// document decodes the top level: the servers, the gateway section, reserved sections (errors)
-// and host settings (ignored).
+// document decodes the top level: the servers, the gateway's own sections, the reserved
+// plugins section (an error) and host settings (ignored).
 func (d *decoder) document(doc map[string]any, cfg *Config) {
 	cfg.ServersKey = keyServers
 	if _, ok := doc[keyServers]; !ok {
@@ -213,7 +216,11 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 			d.auth(k, doc[k], &cfg.Auth)
 		case keyPolicy:
 			cfg.Policy = d.policy(k, doc[k])
-		case "audit", "telemetry", "plugins":
+		case keyAudit:
+			cfg.Audit = d.audit(k, doc[k])
+		case keyTelemetry:
+			d.telemetry(k, doc[k], &cfg.Telemetry)
+		case keyPlugins:
 			d.fail(k, "not supported yet in this version: remove it, it would not be enforced")
 		default:
 			if msg := topLevelTypo(k); msg != "" {
@@ -229,7 +236,7 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 // misspelling of one of ours (which would otherwise drop a whole section silently), else "".
 func topLevelTypo(k string) string {
 	lower := strings.ToLower(k)
-	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, "audit", "telemetry", "plugins"} {
+	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, keyAudit, keyTelemetry, keyPlugins} {
 		near := len(name) >= 7 && editDistance(lower, strings.ToLower(name)) <= 2
 		if strings.EqualFold(k, name) || near {
 			return fmt.Sprintf("unknown key (did you mean %q?)", name)

@@ -51,6 +51,7 @@ func serverFields(s *Server, a *serverAliases) []field {
 		{name: "timeout", ptr: &s.Timeout},
 		{name: "maxConcurrency", ptr: &s.MaxConcurrency},
 		{name: "disabled", ptr: &s.Disabled},
+		{name: "required", ptr: &s.Required},
 		{name: "transportType", ptr: &a.transportType},
 		{name: "httpUrl", ptr: &a.httpURL},
 		{name: "serverUrl", ptr: &a.serverURL},

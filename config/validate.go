@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -48,6 +46,10 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 	if c.Policy != nil {
 		v.policy(c.Policy)
 	}
+	if c.Audit != nil {
+		v.audit(c.Audit)
+	}
+	v.telemetry(&c.Telemetry, &c.Gateway)
 	section := c.ServersKey
 	if section == "" {
 		section = keyServers
@@ -241,13 +243,8 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 // explicitly insecure.
 func (v *validator) listen(addr string, allowed bool) {
 	const key = "gateway.listen"
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		v.add(key, `must be host:port, such as "127.0.0.1:8080"`)
-		return
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		v.add(key, "port must be a number from 0 to 65535")
+	host, ok := v.hostPort(key, addr, "127.0.0.1:8080")
+	if !ok {
 		return
 	}
 	if !allowed && !isLoopback(host) {

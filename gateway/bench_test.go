@@ -3,11 +3,16 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -37,6 +42,105 @@ func BenchmarkCallTool(b *testing.B) {
 		h := newBenchHarness(b)
 		benchCalls(b, h.client, "alpha__echo", args)
 	})
+}
+
+// observedCase is one configuration of the audit log and telemetry for the
+// observation benchmarks: all off, each on alone, and all on.
+type observedCase struct {
+	name  string
+	audit *config.Audit
+	tel   config.Telemetry
+}
+
+// observedCases returns the cases, exporting spans to a local receiver that
+// discards them (closed when b ends).
+func observedCases(b *testing.B) []observedCase {
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	b.Cleanup(rcv.Close)
+	traces := func(r float64) *config.Traces {
+		return &config.Traces{Endpoint: rcv.URL, Protocol: config.ProtocolHTTP, SampleRatio: &r}
+	}
+	hashed := &config.Audit{Stdout: true, Arguments: config.ArgumentsHashed}
+	return []observedCase{
+		{name: "off"},
+		{name: "audit hashed", audit: hashed},
+		{name: "metrics", tel: config.Telemetry{Metrics: &config.Metrics{}}},
+		{name: "tracing sampled off", tel: config.Telemetry{Traces: traces(0)}},
+		{name: "tracing sampled on", tel: config.Telemetry{Traces: traces(1)}},
+		{name: "all", audit: hashed, tel: config.Telemetry{Traces: traces(1), Metrics: &config.Metrics{}}},
+	}
+}
+
+// start builds the case's audit log (writing to io.Discard) and telemetry,
+// closed when b ends, after the cleanups registered later (the gateway's).
+// When b ends it reports the records dropped per op.
+func (c observedCase) start(b *testing.B) (*audit.Log, *telemetry.Telemetry) {
+	al, err := audit.New(c.audit, &audit.Options{Stdout: io.Discard, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tel, err := telemetry.New(context.Background(), &c.tel, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		al.Close(context.Background())
+		tel.Shutdown(context.Background())
+	})
+	return al, tel
+}
+
+// BenchmarkCallToolObserved is BenchmarkCallTool/gateway with the audit
+// log, metrics and tracing on, one at a time and all together: what each
+// adds to a call.
+func BenchmarkCallToolObserved(b *testing.B) {
+	for _, c := range observedCases(b) {
+		b.Run(c.name, func(b *testing.B) {
+			al, tel := c.start(b)
+			h := &harness{gw: newAlphaGateway(b, nil, &Options{Audit: al, Telemetry: tel}), notes: make(chan string, 100)}
+			h.client = h.connect(b)
+			b.Cleanup(func() { h.client.Close() })
+			benchCalls(b, h.client, "alpha__echo", map[string]any{"message": "hello"})
+			b.ReportMetric(float64(al.Dropped())/float64(b.N), "dropped/op")
+		})
+	}
+}
+
+// BenchmarkObserveRequest is the gateway's own observation work per
+// tools/call, without the JSON-RPC hops: the observe middleware (span,
+// metric, audit record), the policy decision noted in the exchange, and the
+// client span, _meta injection and metrics around the upstream call, in the
+// configurations of BenchmarkCallToolObserved.
+func BenchmarkObserveRequest(b *testing.B) {
+	cfg := &config.Config{Gateway: config.DefaultGateway()}
+	rt := route{up: upstream.New(config.Server{Name: "alpha", Type: "stdio"}, nil), original: "echo"}
+	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "alpha__echo", Arguments: []byte(`{"message":"hello"}`)}}
+	for _, c := range observedCases(b) {
+		b.Run(c.name, func(b *testing.B) {
+			al, tel := c.start(b)
+			g := &Gateway{obs: newRecorder(al, tel)}
+			g.snap.Store(newSnapshot(cfg, nil))
+			h := g.observe(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+				g.exchange(ctx).routed(rt)
+				g.allowedBy(ctx, g.current().access, req, policy.Tool, "alpha__echo", "alpha")
+				ctx, _, call := g.beginCall(ctx, "tools/call", rt, nil)
+				g.endCall(ctx, &call, nil, false)
+				return result, nil
+			})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := h(ctx, "tools/call", req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(al.Dropped())/float64(b.N), "dropped/op")
+		})
+	}
 }
 
 func benchCalls(b *testing.B, cs *mcp.ClientSession, name string, args map[string]any) {

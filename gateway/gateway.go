@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/authn"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -51,15 +53,24 @@ type Options struct {
 	// LoadConfig loads the config again for Reload: the file the gateway was
 	// started with, with the same overrides. Nil: Reload is refused.
 	LoadConfig func() (*config.Config, error)
+	// Audit receives one record per tools/call, prompts/get and
+	// resources/read, denials included. Nil: no audit log. The caller owns
+	// it and closes it after Close; a reload keeps it.
+	Audit *audit.Log
+	// Telemetry traces each request (a server span, and a client span per
+	// upstream call) and records the metrics. Nil: neither. The caller owns
+	// it and shuts it down after Close; a reload keeps it.
+	Telemetry *telemetry.Telemetry
 }
 
 // Gateway fronts the upstreams of one config. Create it with New, Start it,
 // serve it with Handler or ServeStdio, and Close it. Reload replaces its
 // config while it serves.
 type Gateway struct {
-	opts   Options
-	log    *zap.Logger
-	server *mcp.Server
+	opts Options
+	log  *zap.Logger
+	obs  recorder
+	server  *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
@@ -78,6 +89,12 @@ type Gateway struct {
 	runCtx  context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the merge loop, replacements and drains
+
+	// started is set when Start has returned, stopping when shutdown has
+	// begun (Serve's context ended, or Close); see Readiness.
+	started, stopping atomic.Bool
+	// unobserve stops the metric callbacks registered by Start.
+	unobserve []func()
 }
 
 // New builds a Gateway for cfg, which must be valid (config.Load validates).
@@ -103,6 +120,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	g := &Gateway{
 		opts:     o,
 		log:      o.Logger.Named("gateway"),
+		obs:      newRecorder(o.Audit, o.Telemetry),
 		registry: newRegistry(),
 		problems: map[string]bool{},
 		changed:  make(chan struct{}, 1),
@@ -119,8 +137,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		CompletionHandler: g.complete,
 		KeepAlive:         0,
 	})
-	// Outermost first: recover, then the gateway's own interception.
-	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.interceptor)
+	// Outermost first: recover, then spans, metrics and audit, then the
+	// gateway's own interception.
+	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.observe, g.interceptor)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {
@@ -172,6 +191,12 @@ func (g *Gateway) Start(ctx context.Context) {
 	for _, up := range ups {
 		up.Start(runCtx)
 	}
+	if m := g.obs.metrics; m != nil {
+		g.unobserve = append(g.unobserve, m.ObserveUpstreams(g.upstreamStates))
+		if g.obs.audit != nil {
+			g.unobserve = append(g.unobserve, m.ObserveAuditDropped(g.obs.audit.Dropped))
+		}
+	}
 	g.pool.mu.Unlock()
 	g.wg.Add(1)
 	go func() {
@@ -180,6 +205,7 @@ func (g *Gateway) Start(ctx context.Context) {
 	}()
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
+	g.started.Store(true)
 	for _, up := range ups {
 		s := up.Status()
 		if s.State == upstream.StateReady {
@@ -213,16 +239,22 @@ func waitFirstAttempts(ctx context.Context, ups []*upstream.Upstream, max time.D
 // replaced or drained included, and the merge loop, waiting at most until
 // ctx is done.
 func (g *Gateway) Close(ctx context.Context) error {
+	g.stopping.Store(true)
 	g.pool.mu.Lock()
 	cancel := g.cancel
 	all := g.pool.all()
 	g.pool.closed = true
+	unobserve := g.unobserve
+	g.unobserve = nil
 	g.pool.mu.Unlock()
 	defer func() {
 		if a := g.current().access.authn; a != nil {
 			a.Close()
 		}
 	}()
+	for _, stop := range unobserve {
+		stop()
+	}
 	if cancel == nil {
 		return nil
 	}

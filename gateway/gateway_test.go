@@ -111,6 +111,13 @@ func newHarness(t *testing.T, specs ...upstreamSpec) *harness {
 // applied before the gateway is built.
 func newHarnessWith(t *testing.T, edit func(*config.Config), specs ...upstreamSpec) *harness {
 	t.Helper()
+	return newHarnessOpts(t, nil, edit, specs...)
+}
+
+// newHarnessOpts is newHarnessWith with gateway options (audit, telemetry);
+// their Transports are replaced.
+func newHarnessOpts(t *testing.T, opts *Options, edit func(*config.Config), specs ...upstreamSpec) *harness {
+	t.Helper()
 	cfg := &config.Config{Servers: map[string]config.Server{}, Gateway: config.DefaultGateway(), Source: "test"}
 	cfg.Gateway.Backoff.Initial = 10 * time.Millisecond
 	cfg.Gateway.Backoff.Max = 50 * time.Millisecond
@@ -131,7 +138,12 @@ func newHarnessWith(t *testing.T, edit func(*config.Config), specs ...upstreamSp
 		edit(cfg)
 	}
 	cfg.Auth.Local.Name = cmp.Or(cfg.Auth.Local.Name, "local")
-	gw, err := New(cfg, &Options{Transports: transports})
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Transports = transports
+	gw, err := New(cfg, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,14 +22,19 @@ const metaServerInfo = "io.modelcontextprotocol/serverInfo"
 // exist, word for word.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	rt, ok := g.routes.Load().tools[req.Params.Name]
+	if ok {
+		g.exchange(ctx).routed(rt)
+	}
 	if !ok || !g.allowed(ctx, req, policy.Tool, req.Params.Name, rt.up.Name()) {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown tool %q", req.Params.Name)
 	}
-	params := &mcp.CallToolParams{Meta: forwardMeta(req.Params.Meta), Name: rt.original}
+	ctx, meta, c := g.beginCall(ctx, "tools/call", rt, forwardMeta(req.Params.Meta))
+	params := &mcp.CallToolParams{Meta: meta, Name: rt.original}
 	if len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
 	}
 	res, err := rt.up.CallTool(ctx, params)
+	g.endCall(ctx, &c, err, err == nil && res.IsError)
 	if err != nil {
 		return nil, upstreamError(err)
 	}
@@ -41,13 +46,18 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 // getPrompt forwards prompts/get.
 func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	rt, ok := g.routes.Load().prompts[req.Params.Name]
+	if ok {
+		g.exchange(ctx).routed(rt)
+	}
 	if !ok || !g.allowed(ctx, req, policy.Prompt, req.Params.Name, rt.up.Name()) {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown prompt %q", req.Params.Name)
 	}
 	params := *req.Params
 	params.Name = rt.original
-	params.Meta = forwardMeta(params.Meta)
+	var c upstreamCall
+	ctx, params.Meta, c = g.beginCall(ctx, "prompts/get", rt, forwardMeta(params.Meta))
 	res, err := rt.up.GetPrompt(ctx, &params)
+	g.endCall(ctx, &c, err, false)
 	if err != nil {
 		return nil, upstreamError(err)
 	}
@@ -63,13 +73,18 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 // so that URIs found only in tool results are readable too.
 func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	rt, ok := g.routes.Load().resource(req.Params.URI)
+	if ok {
+		g.exchange(ctx).routed(rt)
+	}
 	if !ok || !g.readable(ctx, req, req.Params.URI, rt) {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
 	params := *req.Params
 	params.URI = rt.original
-	params.Meta = forwardMeta(params.Meta)
+	var c upstreamCall
+	ctx, params.Meta, c = g.beginCall(ctx, "resources/read", rt, forwardMeta(params.Meta))
 	res, err := rt.up.ReadResource(ctx, &params)
+	g.endCall(ctx, &c, err, false)
 	if err != nil {
 		if notFound(err) {
 			// The gateway's own answer, naming the URI as the client wrote
@@ -98,7 +113,6 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	}
 	r := g.routes.Load()
 	params := *req.Params
-	params.Meta = forwardMeta(params.Meta)
 	ref := *req.Params.Ref
 	params.Ref = &ref
 	var rt route
@@ -116,7 +130,11 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	if !ok {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "completion/complete: unknown %s", refLabel(req.Params.Ref))
 	}
+	g.exchange(ctx).routed(rt)
+	var c upstreamCall
+	ctx, params.Meta, c = g.beginCall(ctx, "completion/complete", rt, forwardMeta(params.Meta))
 	res, err := rt.up.Complete(ctx, &params)
+	g.endCall(ctx, &c, err, false)
 	if err != nil {
 		return nil, upstreamError(err)
 	}
@@ -146,6 +164,7 @@ func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.K
 	}
 	if namespacing.NonCanonicalURI(uri) {
 		g.log.Info("policy denied a non-canonical URI", zap.String(keyKind, kind.String()), zap.String(keyName, uri))
+		g.denied(ctx, kind, rt.up.Name(), ruleNonCanonical)
 		return false
 	}
 	exact := namespacing.WrapURI(rt.prefix, rt.original)
@@ -159,6 +178,7 @@ func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.K
 	pr, _ := principal(ctx, a, req) // allowed above, so known
 	if d := a.policy.Decide(pr, kind, clean, rt.up.Name()); !d.Allowed && d.Rule >= 0 {
 		g.logDenial(pr, kind, uri, rt.up.Name(), a.policy.Describe(d)+" (on the cleaned form "+clean+")")
+		g.denied(ctx, kind, rt.up.Name(), a.policy.RuleName(d))
 		return false
 	}
 	return true
@@ -182,21 +202,6 @@ func (g *Gateway) filterListen(ctx context.Context, req *mcp.SubscriptionsListen
 	params := *req.Params
 	params.Notifications = &n
 	req.Params = &params
-}
-
-// subscriptionURI returns the URI of a resources/(un)subscribe request.
-func subscriptionURI(req mcp.Request) string {
-	switch r := req.(type) {
-	case *mcp.SubscribeRequest:
-		if r.Params != nil {
-			return r.Params.URI
-		}
-	case *mcp.UnsubscribeRequest:
-		if r.Params != nil {
-			return r.Params.URI
-		}
-	}
-	return ""
 }
 
 func refLabel(ref *mcp.CompleteReference) string {
@@ -280,7 +285,7 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 		case "resources/subscribe", "resources/unsubscribe":
 			// Until the gateway relays subscriptions, the SDK refuses them
 			// all alike; checking first would tell denied URIs apart.
-			if uri := subscriptionURI(req); uri != "" && g.capabilities.Resources.Subscribe {
+			if uri := target(req); uri != "" && g.capabilities.Resources.Subscribe {
 				if rt, ok := g.routes.Load().resource(uri); !ok || !g.readable(ctx, req, uri, rt) {
 					return nil, mcp.ResourceNotFoundError(uri)
 				}

@@ -26,6 +26,8 @@ const modernProtocol = "2026-07-28"
 //	/.well-known/oauth-protected-resource[/mcp]
 //	      OAuth protected resource metadata, when tokens come from an
 //	      authorization server
+//	/healthz, /readyz
+//	      liveness and readiness (see Readiness), without authentication
 //
 // wrapped in Host/Origin checks (DNS rebinding), the message size limit,
 // bearer authentication (when auth is on) and the session limit.
@@ -70,6 +72,8 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		sse.ServeHTTP(w, r)
 	})))
+	mux.HandleFunc(healthzPath, g.serveHealthz)
+	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
 	return g.checkHostOrigin(g.limitBody(mux))
@@ -177,6 +181,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
+	g.stopping.Store(true) // /readyz answers 503 while requests drain
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.current().cfg.Gateway.Timeouts.Drain)
 	defer cancel()
 	// Stop accepting, let the requests in flight finish within the drain

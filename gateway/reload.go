@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,8 +72,11 @@ type reloadLog struct {
 //   - clients get list_changed for what their lists may have gained or
 //     lost: once per list, debounced.
 //
-// gateway.listen and gateway.tls apply only at restart: the new config must
-// be valid with the running values, which stay in force. With trigger
+// gateway.listen, gateway.tls, gateway.limits.sessionIdleTimeout,
+// gateway.log.format and the audit and telemetry sections apply only at
+// restart: the new config must be valid with the running values, which stay
+// in force (the audit log and the telemetry providers are kept as they are).
+// Each applied or rejected reload counts in manifold_config_reloads_total. With trigger
 // TriggerFile, a config whose bytes are those serving is not applied again.
 // Reloads are serialized; Reload returns once the new config serves, while
 // replacements of changed upstreams finish in the background.
@@ -85,6 +89,9 @@ func (g *Gateway) Reload(ctx context.Context, trigger string) (*ReloadResult, er
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	g.reloads.mu.Lock()
 	defer g.reloads.mu.Unlock()
+	if res.Result != ReloadUnchanged {
+		g.obs.metrics.Reload(ctx, err == nil)
+	}
 	switch {
 	case err != nil:
 		res.Result, res.Error = ReloadRejected, err.Error()
@@ -190,14 +197,24 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 	if gw.Log.Format != old.Log.Format {
 		keys = append(keys, "gateway.log.format")
 	}
+	// The audit log and the telemetry providers are built once, by the
+	// command, and live as long as the process.
+	if !reflect.DeepEqual(cfg.Audit, running.Audit) {
+		keys = append(keys, "audit")
+	}
+	if !reflect.DeepEqual(cfg.Telemetry, running.Telemetry) {
+		keys = append(keys, "telemetry")
+	}
 	if len(keys) == 0 {
 		return cfg, nil, nil
 	}
 	pinned := *cfg
 	pinned.Gateway.Listen, pinned.Gateway.TLS = old.Listen, old.TLS
 	pinned.Gateway.Limits.SessionIdleTimeout, pinned.Gateway.Log.Format = old.Limits.SessionIdleTimeout, old.Log.Format
+	pinned.Audit, pinned.Telemetry = running.Audit, running.Telemetry
 	if err := pinned.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("with the running gateway.listen %s and gateway.tls, which apply only at restart: %w", old.Listen, err)
+		return nil, nil, fmt.Errorf("with the running values of %s, which apply only at restart (gateway.listen %s): %w",
+			strings.Join(keys, ", "), old.Listen, err)
 	}
 	return &pinned, keys, nil
 }

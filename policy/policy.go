@@ -77,6 +77,7 @@ type rule struct {
 	patterns [numKinds][]Pattern
 	servers  []Pattern
 	desc     string // for Describe
+	label    string // for RuleName
 }
 
 // Compile compiles a validated policy. A nil cfg means no policy section: the result is
@@ -102,6 +103,10 @@ func Compile(cfg *config.Policy) *Policy {
 		}
 		r.servers = compileAll(cr.Match.Servers)
 		r.desc = describeRule(i, cr)
+		r.label = cr.Name
+		if r.label == "" {
+			r.label = fmt.Sprintf("policy.rules[%d]", i)
+		}
 		for k := range p.byKind {
 			if len(r.servers) == 0 && (k == numKinds || len(r.patterns[k]) == 0) {
 				continue
@@ -226,6 +231,16 @@ func (p *Policy) Describe(d Decision) string {
 		return fmt.Sprintf("policy.rules[%d]: no such rule", d.Rule)
 	}
 	return p.rules[d.Rule].desc
+}
+
+// RuleName returns a short name for the rule that made d, for audit records: the rule's
+// name when it has one, else its key such as "policy.rules[2]"; "" when the default decided
+// or the policy is unrestricted. It allocates nothing.
+func (p *Policy) RuleName(d Decision) string {
+	if p.unrestricted || d.Rule < 0 || d.Rule >= len(p.rules) {
+		return ""
+	}
+	return p.rules[d.Rule].label
 }
 
 // describeRule renders rule i for Describe.

@@ -229,6 +229,32 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+func TestRuleName(t *testing.T) {
+	p := policy.Compile(issuePolicy())
+	tests := []struct {
+		name   string
+		policy *policy.Policy
+		d      policy.Decision
+		want   string
+	}{
+		{name: "unnamed rule", policy: p, d: policy.Decision{Allowed: true, Rule: 1}, want: "policy.rules[1]"},
+		{name: "named rule", policy: p, d: policy.Decision{Rule: 2}, want: "no-deletes"},
+		{name: "default", policy: p, d: policy.Decision{Rule: -1}, want: ""},
+		{name: "unrestricted", policy: policy.Compile(nil), d: policy.Decision{Allowed: true, Rule: -1}, want: ""},
+		{name: "out of range", policy: p, d: policy.Decision{Rule: 7}, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.policy.RuleName(tt.d); got != tt.want {
+				t.Errorf("RuleName(%+v) = %q, want %q", tt.d, got, tt.want)
+			}
+		})
+	}
+	if n := testing.AllocsPerRun(100, func() { p.RuleName(policy.Decision{Rule: 0}) }); n != 0 {
+		t.Errorf("RuleName allocates %v times", n)
+	}
+}
+
 func TestKindString(t *testing.T) {
 	tests := []struct {
 		kind policy.Kind

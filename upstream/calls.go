@@ -55,12 +55,14 @@ func connectionLost(err error) bool {
 }
 
 // detach returns a context that is cancelled with ctx but carries none of
-// its values. The go-sdk keys protocol state on context values (the
-// downstream request's protocol version, its response stream): a downstream
-// request's must not leak into the upstream call, or an HTTP upstream gets
-// the client's MCP-Protocol-Version header.
+// its values, except the OpenTelemetry trace context and baggage (see
+// withTraceContext), which an http or sse upstream receives as W3C headers.
+// The go-sdk keys protocol state on context values (the downstream
+// request's protocol version, its response stream): a downstream request's
+// must not leak into the upstream call, or an HTTP upstream gets the
+// client's MCP-Protocol-Version header.
 func detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, cancel := context.WithCancelCause(context.Background())
+	d, cancel := context.WithCancelCause(withTraceContext(context.Background(), ctx))
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	return d, func() {
 		stop()

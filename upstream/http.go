@@ -12,8 +12,9 @@ import (
 
 // newHTTPClient returns the client for an http or sse upstream: proxy
 // settings from the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), the
-// server's extra CA bundle, and its configured headers on every request
-// (the SDK's transports have no header option).
+// server's extra CA bundle, its configured headers on every request (the
+// SDK's transports have no header option), and the W3C trace context of the
+// call a request belongs to.
 func newHTTPClient(cfg config.Server) (*http.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = http.ProxyFromEnvironment
@@ -31,21 +32,27 @@ func newHTTPClient(cfg config.Server) (*http.Client, error) {
 		}
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	var rt http.RoundTripper = base
-	if len(cfg.Headers) > 0 {
-		rt = &headerTransport{base: base, headers: cfg.Headers}
-	}
-	return &http.Client{Transport: rt}, nil
+	return &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers}}, nil
 }
 
-// headerTransport adds fixed headers to every request.
+// headerTransport adds the trace context of the request's context
+// (traceparent, tracestate, baggage; see detach) and then the configured
+// headers to every request. A request with neither to add is passed on as
+// it is.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	traced := hasTraceContext(req.Context())
+	if !traced && len(t.headers) == 0 {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
+	if traced {
+		injectTraceHeaders(req.Context(), req.Header)
+	}
 	for k, v := range t.headers {
 		req.Header.Set(k, v)
 	}

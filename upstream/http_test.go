@@ -15,6 +15,7 @@ import (
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 )
 
@@ -216,12 +217,44 @@ func TestHeaderTransport(t *testing.T) {
 	}
 }
 
-func TestNewHTTPClientNoHeaders(t *testing.T) {
-	hc, err := newHTTPClient(config.Server{Name: "plain", URL: "http://127.0.0.1:1/mcp"})
-	if err != nil {
+func TestHeaderTransportNothingToAdd(t *testing.T) {
+	base := &fakeRoundTripper{}
+	rt := &headerTransport{base: base}
+	req := httptest.NewRequest(http.MethodPost, "http://example.test/mcp", nil)
+	if _, err := rt.RoundTrip(req); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := hc.Transport.(*http.Transport); !ok {
-		t.Errorf("transport = %T, want a plain *http.Transport without headers to add", hc.Transport)
+	if base.last != req {
+		t.Error("a request with no headers to add was copied")
+	}
+}
+
+// TestTraceContextReachesHTTPUpstream: the span context of a call survives
+// detach (nothing else of the caller's context does) and is sent as W3C
+// headers, before the configured headers.
+func TestTraceContextReachesHTTPUpstream(t *testing.T) {
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled, Remote: true,
+	})
+	parent := trace.ContextWithSpanContext(context.WithValue(context.Background(), ctxKey{}, "downstream"), sc)
+	d, stop := detach(parent)
+	defer stop()
+	if d.Value(ctxKey{}) != nil {
+		t.Error("detach kept a downstream value")
+	}
+	base := &fakeRoundTripper{}
+	rt := &headerTransport{base: base, headers: map[string]string{"Authorization": "Bearer x"}}
+	req := httptest.NewRequestWithContext(d, http.MethodPost, "http://example.test/mcp", nil)
+	if _, err := rt.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if got := base.last.Header.Get("traceparent"); got != traceparent {
+		t.Errorf("traceparent = %q, want %q", got, traceparent)
+	}
+	if base.last.Header.Get("Authorization") != "Bearer x" || req.Header.Get("traceparent") != "" {
+		t.Errorf("headers sent %v, caller's %v", base.last.Header, req.Header)
 	}
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/gateway"
+	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -60,11 +62,43 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	defer closeLog()
 
+	if *stdio && cfg.Audit != nil && cfg.Audit.Stdout {
+		fmt.Fprintf(stderr, "manifold: %s: audit.stdout: not with serve --stdio, where standard output carries the MCP protocol; write the audit log to audit.file instead\n", cfg.Source)
+		return 1
+	}
+	// shutdown runs one step of the shutdown within the drain timeout.
+	shutdown := func(what string, stop func(context.Context) error) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Gateway.Timeouts.Drain)
+		defer cancel()
+		if err := stop(sctx); err != nil {
+			logger.Warn(what, zap.Error(err))
+		}
+	}
+
+	// The audit log and the telemetry live as long as the process: a reload
+	// keeps them (their sections apply at restart). They are closed last,
+	// after the gateway, so that the last requests are recorded.
+	auditLog, err := audit.New(cfg.Audit, &audit.Options{Logger: logger, Stdout: stdout})
+	if err != nil {
+		logger.Error("audit log", zap.Error(err))
+		return 1
+	}
+	defer shutdown("closing the audit log", auditLog.Close)
+	tel, err := telemetry.New(ctx, &cfg.Telemetry, &telemetry.Options{Logger: logger, ServiceVersion: version()})
+	if err != nil {
+		logger.Error("telemetry", zap.Error(err))
+		return 1
+	}
+	defer shutdown("stopping telemetry", tel.Shutdown)
+
 	exe, err := os.Executable()
 	if err != nil {
 		logger.Warn("cannot find own executable; stdio upstreams run without the process-group guard", zap.Error(err))
 	}
-	gw, err := gateway.New(cfg, &gateway.Options{Logger: logger, Level: &level, Version: version(), GuardPath: exe, LoadConfig: load})
+	gw, err := gateway.New(cfg, &gateway.Options{
+		Logger: logger, Level: &level, Version: version(), GuardPath: exe, LoadConfig: load,
+		Audit: auditLog, Telemetry: tel,
+	})
 	if err != nil {
 		logger.Error("gateway", zap.Error(err))
 		return 1
@@ -77,14 +111,22 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return 1
 		}
 	}
+	if m := cfg.Telemetry.Metrics; m != nil {
+		mln, err := net.Listen("tcp", m.Listen)
+		if err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			logger.Error("listen for metrics (telemetry.metrics.listen)", zap.Error(err))
+			return 1
+		}
+		stop := serveMetrics(ctx, tel, mln, logger)
+		defer stop()
+	}
 	logger.Info("starting", zap.String("config", cfg.Source), zap.Int("upstreams", len(cfg.Enabled())))
 	gw.Start(ctx)
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Gateway.Timeouts.Drain)
-		defer cancel()
-		if err := gw.Close(sctx); err != nil {
-			logger.Warn("stopping upstreams", zap.Error(err))
-		}
+		shutdown("stopping upstreams", gw.Close)
 		logger.Info("stopped")
 	}()
 
@@ -106,6 +148,23 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return 1
 	}
 	return 0
+}
+
+// serveMetrics serves /metrics on ln until the returned stop is called,
+// which waits for the server to shut down.
+func serveMetrics(ctx context.Context, tel *telemetry.Telemetry, ln net.Listener, logger *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := tel.ServeMetrics(ctx, ln); err != nil {
+			logger.Error("metrics listener", zap.Error(err))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // watchReloads reloads gw's config when the file at path changes and on

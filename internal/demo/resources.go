@@ -31,7 +31,7 @@ func itemText(name, id string) string  { return "item " + id + " from " + name }
 func readmeText(name string) string {
 	return "# Demo server " + name + "\n\n" +
 		"This is the readme of the Manifold demo server " + name + ".\n" +
-		"Tools: echo, add, image, fail, slow, info, link, annotated.\n"
+		"Tools: echo, add, image, fail, slow, info, link, annotated, meta.\n"
 }
 
 func addResources(s *mcp.Server, name string) {

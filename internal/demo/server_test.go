@@ -93,12 +93,12 @@ func TestListTools(t *testing.T) {
 	}{
 		{
 			name:      "default",
-			wantNames: []string{"add", "annotated", "echo", "fail", "image", "info", "link", "slow"},
+			wantNames: []string{"add", "annotated", "echo", "fail", "image", "info", "link", "meta", "slow"},
 		},
 		{
 			name:      "long names and extra tools",
 			opts:      &Options{LongNames: true, ExtraTools: []string{"zeta", "", "echo"}},
-			wantNames: []string{LongToolName, "add", "annotated", "echo", "fail", "image", "info", "link", "slow", "zeta"},
+			wantNames: []string{LongToolName, "add", "annotated", "echo", "fail", "image", "info", "link", "meta", "slow", "zeta"},
 		},
 	}
 	for _, tt := range tests {

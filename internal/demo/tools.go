@@ -50,6 +50,16 @@ type InfoOutput struct {
 	Env    string `json:"env" jsonschema:"the value of DEMO_VALUE, or empty"`
 }
 
+// MetaOutput is the structured content of the meta tool: what reached the
+// server of the request's trace context, for propagation tests.
+type MetaOutput struct {
+	Meta    map[string]any    `json:"meta" jsonschema:"the request's params._meta ({} when absent)"`
+	Headers map[string]string `json:"headers,omitempty" jsonschema:"the traceparent, tracestate and baggage headers of the HTTP request, when present"`
+}
+
+// traceHeaders are the W3C headers the meta tool reports.
+var traceHeaders = []string{"traceparent", "tracestate", "baggage"}
+
 // noArgs is the input of tools that take no arguments.
 type noArgs struct{}
 
@@ -160,6 +170,28 @@ func addTools(s *mcp.Server, name string, opts *Options) {
 		res := textResult("annotated result from " + name)
 		res.Meta = mcp.Meta{MetaKey: "x"}
 		return res, nil, nil
+	})
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "meta",
+		Title:       "Meta",
+		Description: "Returns the request's params._meta, and its traceparent, tracestate and baggage HTTP headers when it came over HTTP.",
+	}, func(_ context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, MetaOutput, error) {
+		out := MetaOutput{Meta: req.Params.Meta}
+		if out.Meta == nil {
+			out.Meta = map[string]any{}
+		}
+		if req.Extra != nil {
+			for _, h := range traceHeaders {
+				if v := req.Extra.Header.Get(h); v != "" {
+					if out.Headers == nil {
+						out.Headers = map[string]string{}
+					}
+					out.Headers[h] = v
+				}
+			}
+		}
+		return nil, out, nil
 	})
 
 	if opts.LongNames {

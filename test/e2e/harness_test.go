@@ -118,7 +118,12 @@ func (b *logBuffer) waitFor(t *testing.T, s string, d time.Duration) string {
 // until it serves. It is stopped (SIGTERM) when the test ends.
 func startGateway(t *testing.T, args ...string) *gatewayProc {
 	t.Helper()
-	g := launch(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), nil)
+	return serving(t, launch(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), nil))
+}
+
+// serving waits until g serves HTTP, and notes its address.
+func serving(t *testing.T, g *gatewayProc) *gatewayProc {
+	t.Helper()
 	line := g.logs.waitFor(t, `"msg":"serving"`, 90*time.Second)
 	var rec struct{ Addr string }
 	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Addr == "" {
@@ -129,12 +134,16 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 }
 
 // launch starts the binary with args; stdin, when non-nil, is its stdin.
-func launch(t *testing.T, args []string, stdin io.Reader) *gatewayProc {
+// Each setup function may adjust the command first (its stdout, say).
+func launch(t *testing.T, args []string, stdin io.Reader, setup ...func(*exec.Cmd)) *gatewayProc {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = repo
 	cmd.Stdin = stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	for _, f := range setup {
+		f(cmd)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
