@@ -70,6 +70,9 @@ type Gateway struct {
 	opts Options
 	log  *zap.Logger
 	obs  recorder
+	// flights are the upstream calls in flight, for relaying what upstreams
+	// send back toward clients (relay.go).
+	flights *flights
 	server  *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
@@ -121,6 +124,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		opts:     o,
 		log:      o.Logger.Named("gateway"),
 		obs:      newRecorder(o.Audit, o.Telemetry),
+		flights:  newFlights(),
 		registry: newRegistry(),
 		problems: map[string]bool{},
 		changed:  make(chan struct{}, 1),
@@ -176,6 +180,8 @@ func (g *Gateway) newUpstream(s config.Server, gw *config.Gateway) *upstream.Ups
 		ClientInfo:      &mcp.Implementation{Name: "manifold", Version: g.opts.Version},
 		Transport:       g.opts.Transports[s.Name],
 		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
+		Capabilities:    upstreamCapabilities,
+		Relay:           relay{g},
 	})
 }
 

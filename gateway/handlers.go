@@ -28,8 +28,11 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if !ok || !g.allowed(ctx, req, policy.Tool, req.Params.Name, rt.up.Name()) {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown tool %q", req.Params.Name)
 	}
-	ctx, meta, c := g.beginCall(ctx, "tools/call", rt, forwardMeta(req.Params.Meta))
-	params := &mcp.CallToolParams{Meta: meta, Name: rt.original}
+	ctx, meta, c := g.beginCall(ctx, "tools/call", rt, req, forwardMeta(req.Params.Meta))
+	// A retry after input_required carries the answers and the upstream's
+	// state: they pass through untouched.
+	params := &mcp.CallToolParams{Meta: meta, Name: rt.original,
+		InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
 	if len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
 	}
@@ -55,7 +58,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	params := *req.Params
 	params.Name = rt.original
 	var c upstreamCall
-	ctx, params.Meta, c = g.beginCall(ctx, "prompts/get", rt, forwardMeta(params.Meta))
+	ctx, params.Meta, c = g.beginCall(ctx, "prompts/get", rt, req, forwardMeta(params.Meta))
 	res, err := rt.up.GetPrompt(ctx, &params)
 	g.endCall(ctx, &c, err, false)
 	if err != nil {
@@ -82,7 +85,7 @@ func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResource
 	params := *req.Params
 	params.URI = rt.original
 	var c upstreamCall
-	ctx, params.Meta, c = g.beginCall(ctx, "resources/read", rt, forwardMeta(params.Meta))
+	ctx, params.Meta, c = g.beginCall(ctx, "resources/read", rt, req, forwardMeta(params.Meta))
 	res, err := rt.up.ReadResource(ctx, &params)
 	g.endCall(ctx, &c, err, false)
 	if err != nil {
@@ -132,7 +135,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	}
 	g.exchange(ctx).routed(rt)
 	var c upstreamCall
-	ctx, params.Meta, c = g.beginCall(ctx, "completion/complete", rt, forwardMeta(params.Meta))
+	ctx, params.Meta, c = g.beginCall(ctx, "completion/complete", rt, req, forwardMeta(params.Meta))
 	res, err := rt.up.Complete(ctx, &params)
 	g.endCall(ctx, &c, err, false)
 	if err != nil {

@@ -237,6 +237,9 @@ type upstreamCall struct {
 	method, server string
 	start          time.Time
 	span           trace.Span
+	// origin is the call's entry in the flights registry, which routes what
+	// the upstream sends back for it (see relay.go).
+	origin *origin
 }
 
 // beginCall starts the upstream side of a request routed to rt: the
@@ -245,8 +248,9 @@ type upstreamCall struct {
 // meta itself, or a copy carrying the trace context (of the client span, or
 // the client's own when tracing is off), which an http or sse upstream also
 // gets as W3C headers.
-func (g *Gateway) beginCall(ctx context.Context, method string, rt route, meta mcp.Meta) (context.Context, mcp.Meta, upstreamCall) {
+func (g *Gateway) beginCall(ctx context.Context, method string, rt route, req mcp.Request, meta mcp.Meta) (context.Context, mcp.Meta, upstreamCall) {
 	var c upstreamCall
+	c.origin, meta = g.flights.begin(ctx, rt.up, req, meta)
 	if g.obs.on {
 		c = upstreamCall{method: method, server: rt.up.Name(), start: time.Now()}
 		ctx, c.span = g.obs.tel.StartClient(ctx, telemetry.SpanInfo{
@@ -265,6 +269,9 @@ func (g *Gateway) beginCall(ctx context.Context, method string, rt route, meta m
 // endCall ends an upstream call begun by beginCall, with its error or, for
 // a tools/call result with isError, toolError.
 func (g *Gateway) endCall(ctx context.Context, c *upstreamCall, err error, toolError bool) {
+	if c.origin != nil {
+		g.flights.end(c.origin)
+	}
 	if c.span == nil {
 		return
 	}

@@ -200,18 +200,26 @@ func (u *Upstream) listChanged(k kind) {
 	}
 }
 
-// newClient builds the go-sdk client for one connection. It declares no
-// client capabilities: server→client requests are relayed by a later layer.
+// newClient builds the go-sdk client for one connection. It declares
+// Options.Capabilities (none when nil), and passes what the server sends
+// toward clients to Options.Relay (see relayRequests).
 func (u *Upstream) newClient() *mcp.Client {
-	c := mcp.NewClient(u.opts.ClientInfo, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{},
+	caps := &mcp.ClientCapabilities{}
+	if u.opts.Capabilities != nil {
+		c := *u.opts.Capabilities
+		caps = &c
+	}
+	o := &mcp.ClientOptions{
+		Capabilities: caps,
 		// Results pass through untouched, input_required ones included.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		// KeepAlive stays 0: connectAndServe pings (see there).
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.listChanged(kindTools) },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.listChanged(kindPrompts) },
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.listChanged(kindResources) },
-	})
-	c.AddReceivingMiddleware(mcpx.Recover(u.log))
+	}
+	u.relayNotifications(o)
+	c := mcp.NewClient(u.opts.ClientInfo, o)
+	c.AddReceivingMiddleware(mcpx.Recover(u.log), u.relayRequests)
 	return c
 }

@@ -84,6 +84,14 @@ type Options struct {
 	// Transport, when set, replaces the configured transport: each connection
 	// attempt calls it. For in-process upstreams and tests (in-memory transports).
 	Transport func() (mcp.Transport, error)
+	// Capabilities are the client capabilities declared to the server at
+	// connect; nil declares none. What is declared must be answered by
+	// Relay.
+	Capabilities *mcp.ClientCapabilities
+	// Relay receives the server's requests toward clients and the
+	// notifications that belong to a client; nil refuses the requests (as
+	// undeclared) and drops the notifications.
+	Relay Relay
 	// OnChange is called after the catalog or state changed. It runs on the
 	// upstream's own goroutine and must not block for long.
 	OnChange func(*Upstream)

@@ -78,8 +78,15 @@ type inventory struct {
 	raw                                  [4]map[string]map[string]any
 }
 
+// gatewayClientCapabilities are the client capabilities the gateway
+// declares to its upstreams (gateway.upstreamCapabilities): a direct
+// listing must declare the same, since servers such as server-everything
+// offer some tools only to capable clients.
+const gatewayClientCapabilities = `{"sampling":{"tools":{}},"elicitation":{"form":{},"url":{}},"roots":{}}`
+
 func listDirect(t *testing.T, args []string) inventory {
 	t.Helper()
+	args = append([]string{"--capabilities", gatewayClientCapabilities}, args...)
 	out := runNodeClient(t, args, []nodeStep{
 		{"op": "waitNotification", "method": "notifications/tools/list_changed", "timeoutMs": 1500},
 		{"op": "listTools"}, {"op": "listPrompts"}, {"op": "listResources"}, {"op": "listResourceTemplates"},

@@ -1,0 +1,331 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// Relaying what upstreams send toward clients (DESIGN.md decision 3).
+//
+// Nothing on the wire ties an upstream's sampling, elicitation or roots
+// request to the call that caused it, so the gateway records every call it
+// has in flight on each upstream (a flight). A request from an upstream goes
+// to the session of the calls in flight on it when they all come from one
+// downstream session; when none is in flight, or several sessions' are, the
+// upstream gets a clear error: the gateway never guesses. Progress is
+// exact: each forwarded progress token is replaced by one the gateway
+// makes, unique per call.
+
+// upstreamCapabilities are what the gateway declares to every upstream: it
+// can relay sampling (with tools), elicitation (form and URL) and roots.
+// Roots carry no listChanged: a shared upstream serves many clients, whose
+// roots differ.
+var upstreamCapabilities = &mcp.ClientCapabilities{
+	Sampling:    &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}},
+	Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+	RootsV2:     &mcp.RootCapabilities{},
+}
+
+// Relay error codes, beside the gateway's -32050…-32052.
+const (
+	// codeUnroutable: the gateway cannot tell which client a server→client
+	// request is for.
+	codeUnroutable = -32053
+	// codeMissingCapability: the client the request is for did not declare
+	// the capability (mcp.CodeMissingRequiredClientCapabilities).
+	codeMissingCapability = -32021
+)
+
+// origin is one call in flight on an upstream: who made it, and where what
+// the upstream sends back for it must go.
+type origin struct {
+	seq     uint64
+	up      *upstream.Upstream
+	ss      *mcp.ServerSession
+	ctx     context.Context // the downstream handler's: routes writes to its stream
+	caps    *mcp.ClientCapabilities
+	version string
+	// progress is the client's progress token (nil: none); token is the one
+	// sent upstream in its place.
+	progress any
+	token    string
+
+	mu        sync.Mutex // orders relayed notifications before the end of the call
+	done      bool
+	delivered atomic.Int64 // progress notifications relayed, for settling
+}
+
+// Progress settling: the go-sdk hands a response to the caller before the
+// notifications it read just ahead of it have run their handlers, so a
+// server's last progress before its result would be dropped as late. A
+// call with a progress token therefore waits, before it returns, until no
+// progress has been relayed for progressQuiet (at most progressSettle).
+const (
+	progressQuiet  = 3 * time.Millisecond
+	progressSettle = 25 * time.Millisecond
+)
+
+// flights is the registry of calls in flight, per upstream and by progress
+// token. Each upstream has its own lock, so calls to different upstreams do
+// not contend.
+type flights struct {
+	seq    atomic.Uint64
+	byUp   sync.Map // *upstream.Upstream → *upFlights
+	byTok  sync.Map // upstream progress token → *origin
+	prefix string   // of the gateway's progress tokens, random per process
+}
+
+type upFlights struct {
+	mu sync.Mutex
+	m  map[uint64]*origin
+}
+
+func newFlights() *flights {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &flights{prefix: "manifold-" + hex.EncodeToString(b) + "-"}
+}
+
+// callerRequest is what the gateway reads of a downstream request: the SDK's
+// *mcp.ServerRequest[P] for every P.
+type callerRequest interface {
+	mcp.Request
+	ClientCapabilities() *mcp.ClientCapabilities
+	ProtocolVersion() string
+}
+
+// begin records a call from req to up. meta is the _meta forwarded
+// upstream; when the client asked for progress, begin returns a copy whose
+// progress token is the gateway's own. Call end when the call returns.
+func (f *flights) begin(ctx context.Context, up *upstream.Upstream, req mcp.Request, meta mcp.Meta) (*origin, mcp.Meta) {
+	o := &origin{seq: f.seq.Add(1), up: up, ctx: ctx}
+	o.ss, _ = req.GetSession().(*mcp.ServerSession)
+	if cr, ok := req.(callerRequest); ok {
+		o.caps, o.version = cr.ClientCapabilities(), cr.ProtocolVersion()
+	}
+	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
+		if tok := p.GetProgressToken(); tok != nil {
+			o.progress = tok
+			o.token = f.prefix + strconv.FormatUint(o.seq, 10)
+			m := make(mcp.Meta, len(meta)+1)
+			for k, v := range meta {
+				m[k] = v
+			}
+			m["progressToken"] = o.token
+			meta = m
+			f.byTok.Store(o.token, o)
+		}
+	}
+	uf := f.of(up)
+	uf.mu.Lock()
+	uf.m[o.seq] = o
+	uf.mu.Unlock()
+	return o, meta
+}
+
+func (f *flights) of(up *upstream.Upstream) *upFlights {
+	if v, ok := f.byUp.Load(up); ok {
+		return v.(*upFlights)
+	}
+	v, _ := f.byUp.LoadOrStore(up, &upFlights{m: map[uint64]*origin{}})
+	return v.(*upFlights)
+}
+
+// end forgets o. Progress relayed after it is dropped: nothing reaches the
+// client after the call's response.
+func (f *flights) end(o *origin) {
+	if o.token != "" {
+		deadline := time.Now().Add(progressSettle)
+		for n := o.delivered.Load(); time.Now().Before(deadline); {
+			time.Sleep(progressQuiet)
+			m := o.delivered.Load()
+			if m == n {
+				break
+			}
+			n = m
+		}
+	}
+	o.mu.Lock()
+	o.done = true
+	o.mu.Unlock()
+	if o.token != "" {
+		f.byTok.Delete(o.token)
+	}
+	uf := f.of(o.up)
+	uf.mu.Lock()
+	delete(uf.m, o.seq)
+	empty := len(uf.m) == 0
+	uf.mu.Unlock()
+	if empty {
+		f.byUp.CompareAndDelete(o.up, uf)
+	}
+}
+
+// resolve returns the origin a request from up belongs to: the oldest call
+// in flight on up, when every call in flight there comes from one
+// downstream session.
+func (f *flights) resolve(up *upstream.Upstream, method string) (*origin, error) {
+	uf := f.of(up)
+	uf.mu.Lock()
+	defer uf.mu.Unlock()
+	var oldest *origin
+	sessions := map[*mcp.ServerSession]bool{}
+	for _, o := range uf.m {
+		sessions[o.ss] = true
+		if oldest == nil || o.seq < oldest.seq {
+			oldest = o
+		}
+	}
+	switch {
+	case oldest == nil:
+		return nil, &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
+			"manifold: cannot route %s from upstream %q: no client call is in flight on it", method, up.Name())}
+	case len(sessions) > 1 || oldest.ss == nil:
+		return nil, &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
+			"manifold: cannot route %s from upstream %q: calls from %d client sessions are in flight on its shared session", method, up.Name(), len(sessions))}
+	}
+	return oldest, nil
+}
+
+// relay implements upstream.Relay for the gateway.
+type relay struct{ g *Gateway }
+
+var _ upstream.Relay = relay{}
+
+// link returns a context with down's values (the downstream request's
+// stream), cancelled when down ends or up (the upstream's request) does.
+func link(down, up context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(down)
+	stop := context.AfterFunc(up, cancel)
+	return c, func() { stop(); cancel() }
+}
+
+// target resolves a server→client request of method and checks that its
+// client can take it.
+func (r relay) target(from *upstream.Upstream, method string, capable func(*mcp.ClientCapabilities) bool) (*origin, error) {
+	o, err := r.g.flights.resolve(from, method)
+	if err != nil {
+		r.g.log.Warn("server request refused", zap.String(keyServer, from.Name()), zap.String(keyName, method), zap.Error(err))
+		return nil, err
+	}
+	if o.caps == nil || !capable(o.caps) {
+		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf(
+			"manifold: the client of this call does not support %s", method)}
+	}
+	if o.version >= modernProtocol {
+		// A 2026-07-28 session cannot receive server requests; bridging a
+		// pre-2026 upstream's request into input_required is not built yet.
+		return nil, &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
+			"manifold: cannot relay %s to a %s client: bridging to input_required is not implemented", method, o.version)}
+	}
+	return o, nil
+}
+
+func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	o, err := r.target(from, "sampling/createMessage", func(c *mcp.ClientCapabilities) bool {
+		return c.Sampling != nil && (len(p.Tools) == 0 || c.Sampling.Tools != nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	dctx, stop := link(o.ctx, ctx)
+	defer stop()
+	return o.ss.CreateMessageWithTools(dctx, p)
+}
+
+func (r relay) Elicit(ctx context.Context, from *upstream.Upstream, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	o, err := r.target(from, "elicitation/create", func(c *mcp.ClientCapabilities) bool {
+		if c.Elicitation == nil {
+			return false
+		}
+		if p.Mode == "url" {
+			return c.Elicitation.URL != nil
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	dctx, stop := link(o.ctx, ctx)
+	defer stop()
+	return o.ss.Elicit(dctx, p)
+}
+
+func (r relay) ListRoots(ctx context.Context, from *upstream.Upstream, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	o, err := r.target(from, "roots/list", func(c *mcp.ClientCapabilities) bool {
+		return c.RootsV2 != nil || c.Roots.ListChanged
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		p = &mcp.ListRootsParams{}
+	}
+	dctx, stop := link(o.ctx, ctx)
+	defer stop()
+	return o.ss.ListRoots(dctx, p)
+}
+
+// Progress forwards a progress notification to the call it belongs to, with
+// the client's own token, unless the call has ended or the token is not
+// one the gateway gave this upstream.
+func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationParams) {
+	tok, ok := p.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := r.g.flights.byTok.Load(tok)
+	if !ok {
+		return
+	}
+	o := v.(*origin)
+	if o.up != from || o.ss == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return
+	}
+	o.delivered.Add(1)
+	fwd := *p
+	fwd.ProgressToken = o.progress
+	// Never block the upstream's read loop for long on a slow client.
+	if err := o.ss.NotifyProgress(o.ctx, &fwd); err != nil {
+		r.g.log.Debug("progress not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
+	}
+}
+
+// Log forwards a log message of an upstream, tagged with the server name, to
+// the session whose calls are in flight on it; a message that cannot be tied
+// to one session is dropped, never sent across sessions.
+func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
+	o, err := r.g.flights.resolve(from, "notifications/message")
+	if err != nil {
+		return
+	}
+	fwd := *p
+	fwd.Logger = from.Name()
+	if p.Logger != "" {
+		fwd.Logger += "/" + p.Logger
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return
+	}
+	if err := o.ss.Log(o.ctx, &fwd); err != nil {
+		r.g.log.Debug("log message not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
+	}
+}

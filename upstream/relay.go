@@ -1,0 +1,73 @@
+package upstream
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Relay receives what an upstream server sends toward clients: its
+// server→client requests and the notifications that belong to a client.
+// The gateway implements it; the upstream package knows nothing of client
+// sessions. Requests block until answered, and their ctx ends when the
+// server cancels them. Notification methods run in the connection's read
+// loop and must not block.
+type Relay interface {
+	CreateMessage(ctx context.Context, from *Upstream, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error)
+	Elicit(ctx context.Context, from *Upstream, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	ListRoots(ctx context.Context, from *Upstream, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
+	Progress(from *Upstream, p *mcp.ProgressNotificationParams)
+	Log(from *Upstream, p *mcp.LoggingMessageParams)
+}
+
+// relayRequests answers the server→client requests the connection declared
+// capabilities for, through Options.Relay. It intercepts them before the
+// SDK's own handlers, which would validate the server's elicitation schema
+// and apply defaults to the answer: a relay passes both through untouched.
+func (u *Upstream) relayRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		r, caps := u.opts.Relay, u.opts.Capabilities
+		if r == nil || caps == nil {
+			return next(ctx, method, req)
+		}
+		switch method {
+		case "sampling/createMessage":
+			if rq, ok := req.(*mcp.CreateMessageWithToolsRequest); ok && caps.Sampling != nil && rq.Params != nil {
+				return r.CreateMessage(ctx, u, rq.Params)
+			}
+		case "elicitation/create":
+			if rq, ok := req.(*mcp.ElicitRequest); ok && caps.Elicitation != nil {
+				if rq.Params == nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "elicitation/create without params"}
+				}
+				return r.Elicit(ctx, u, rq.Params)
+			}
+		case "roots/list":
+			if caps.RootsV2 != nil {
+				p, _ := req.GetParams().(*mcp.ListRootsParams)
+				return r.ListRoots(ctx, u, p)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// relayNotifications sets the handlers of o that pass notifications on to
+// Options.Relay.
+func (u *Upstream) relayNotifications(o *mcp.ClientOptions) {
+	r := u.opts.Relay
+	if r == nil {
+		return
+	}
+	o.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		if req.Params != nil {
+			r.Progress(u, req.Params)
+		}
+	}
+	o.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
+		if req.Params != nil {
+			r.Log(u, req.Params)
+		}
+	}
+}
