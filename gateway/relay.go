@@ -183,7 +183,8 @@ func (f *flights) resolve(up *upstream.Upstream, method string) (*origin, error)
 	sessions := map[*mcp.ServerSession]bool{}
 	for _, o := range uf.m {
 		sessions[o.ss] = true
-		if oldest == nil || o.seq < oldest.seq {
+		// A call that is ending cannot carry the request to its client.
+		if o.ctx.Err() == nil && (oldest == nil || o.seq < oldest.seq) {
 			oldest = o
 		}
 	}
@@ -204,9 +205,13 @@ type relay struct{ g *Gateway }
 var _ upstream.Relay = relay{}
 
 // link returns a context with down's values (the downstream request's
-// stream), cancelled when down ends or up (the upstream's request) does.
+// stream), cancelled when up (the upstream's request) ends. It does not end
+// with down: when a client has several calls in flight, the one whose
+// stream carries the request may finish first, while the call that caused
+// it still waits for the answer. A client's cancellation still reaches it:
+// the upstream call is cancelled, which cancels the upstream's request.
 func link(down, up context.Context) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithCancel(down)
+	c, cancel := context.WithCancel(context.WithoutCancel(down))
 	stop := context.AfterFunc(up, cancel)
 	return c, func() { stop(); cancel() }
 }
