@@ -41,7 +41,7 @@ if [ "$fuzztime" != "0" ]; then
     ./policy:FuzzPattern ./policy:FuzzDecide \
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
     ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzName ./namespacing:FuzzURI \
-    ./config:FuzzParse ./gateway:FuzzStdio; do
+    ./config:FuzzParse ./gateway:FuzzStdio ./internal/audit:FuzzArguments; do
     if ! out=$(go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "$fuzztime" "${target%%:*}" 2>&1); then
       echo "$out" | tail -40 >&2
       echo "fuzz ${target} failed; rerun: go test -run '^$' -fuzz '^${target#*:}\$' ${target%%:*}" >&2
