@@ -135,6 +135,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
 		Resources:   &mcp.ResourceCapabilities{ListChanged: true},
 		Completions: &mcp.CompletionCapabilities{},
+		Logging:     &mcp.LoggingCapabilities{},
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, &mcp.ServerOptions{
 		Capabilities:      g.capabilities,

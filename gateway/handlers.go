@@ -293,6 +293,14 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, mcp.ResourceNotFoundError(uri)
 				}
 			}
+		case "logging/setLevel":
+			res, err := next(ctx, method, req)
+			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && p != nil && err == nil {
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+					g.setLogLevel(ctx, ss, p.Level)
+				}
+			}
+			return res, err
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,19 +62,23 @@ type origin struct {
 	progress any
 	token    string
 
-	mu        sync.Mutex // orders relayed notifications before the end of the call
-	done      bool
-	delivered atomic.Int64 // progress notifications relayed, for settling
+	mu   sync.Mutex // orders relayed notifications before the end of the call
+	done bool
+	// settle: the caller asked for progress or logs, so the end of the call
+	// waits for those the SDK has read but not yet delivered (see below).
+	settle    bool
+	delivered atomic.Int64 // notifications relayed, for settling
 }
 
-// Progress settling: the go-sdk hands a response to the caller before the
+// Settling: the go-sdk hands a response to the caller before the
 // notifications it read just ahead of it have run their handlers, so a
-// server's last progress before its result would be dropped as late. A
-// call with a progress token therefore waits, before it returns, until no
-// progress has been relayed for progressQuiet (at most progressSettle).
+// server's last progress or log message before its result would be dropped
+// as late. A call whose client asked for progress or logs therefore waits,
+// before it returns, until nothing has been relayed for settleQuiet (at
+// most settleMax).
 const (
-	progressQuiet  = 3 * time.Millisecond
-	progressSettle = 25 * time.Millisecond
+	settleQuiet = 3 * time.Millisecond
+	settleMax   = 25 * time.Millisecond
 )
 
 // flights is the registry of calls in flight, per upstream and by progress
@@ -84,6 +89,11 @@ type flights struct {
 	byUp   sync.Map // *upstream.Upstream → *upFlights
 	byTok  sync.Map // upstream progress token → *origin
 	prefix string   // of the gateway's progress tokens, random per process
+	// levels holds the log level each legacy session set (logging/setLevel):
+	// *mcp.ServerSession → mcp.LoggingLevel.
+	levels sync.Map
+	// upLevels holds the level last set on each legacy upstream.
+	upLevels sync.Map // *upstream.Upstream → mcp.LoggingLevel
 }
 
 type upFlights struct {
@@ -114,6 +124,7 @@ func (f *flights) begin(ctx context.Context, up *upstream.Upstream, req mcp.Requ
 	if cr, ok := req.(callerRequest); ok {
 		o.caps, o.version = cr.ClientCapabilities(), cr.ProtocolVersion()
 	}
+	meta, o.settle = f.withLogLevel(up, req, o.ss, meta)
 	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
 		if tok := p.GetProgressToken(); tok != nil {
 			o.progress = tok
@@ -134,6 +145,33 @@ func (f *flights) begin(ctx context.Context, up *upstream.Upstream, req mcp.Requ
 	return o, meta
 }
 
+// withLogLevel returns meta with the log level the caller asked for, for an
+// upstream on 2026-07-28 or later, where the level travels with each request
+// (forwardMeta has removed the client's copy with the other per-hop keys).
+// The level is the request's own (2026-07-28 clients) or its session's.
+// logging reports whether the caller asked for log messages at all.
+func (f *flights) withLogLevel(up *upstream.Upstream, req mcp.Request, ss *mcp.ServerSession, meta mcp.Meta) (_ mcp.Meta, logging bool) {
+	var level any
+	if p := req.GetParams(); p != nil {
+		level = p.GetMeta()[mcp.MetaKeyLogLevel]
+	}
+	if level == nil && ss != nil {
+		level, _ = f.levels.Load(ss)
+	}
+	if level == nil {
+		return meta, false
+	}
+	if cat := up.Catalog(); cat == nil || cat.ProtocolVersion < modernProtocol {
+		return meta, true
+	}
+	m := make(mcp.Meta, len(meta)+1)
+	for k, v := range meta {
+		m[k] = v
+	}
+	m[mcp.MetaKeyLogLevel] = level
+	return m, true
+}
+
 func (f *flights) of(up *upstream.Upstream) *upFlights {
 	if v, ok := f.byUp.Load(up); ok {
 		return v.(*upFlights)
@@ -146,9 +184,12 @@ func (f *flights) of(up *upstream.Upstream) *upFlights {
 // client after the call's response.
 func (f *flights) end(o *origin) {
 	if o.token != "" {
-		deadline := time.Now().Add(progressSettle)
+		o.settle = true
+	}
+	if o.settle {
+		deadline := time.Now().Add(settleMax)
 		for n := o.delivered.Load(); time.Now().Before(deadline); {
-			time.Sleep(progressQuiet)
+			time.Sleep(settleQuiet)
 			m := o.delivered.Load()
 			if m == n {
 				break
@@ -197,6 +238,54 @@ func (f *flights) resolve(up *upstream.Upstream, method string) (*origin, error)
 			"manifold: cannot route %s from upstream %q: calls from %d client sessions are in flight on its shared session", method, up.Name(), len(sessions))}
 	}
 	return oldest, nil
+}
+
+// logLevelOrder ranks the MCP log levels, most verbose first.
+var logLevelOrder = map[mcp.LoggingLevel]int{
+	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,
+}
+
+// setLogLevel records the level a legacy session asked for and sets each
+// pre-2026 upstream that logs to the most verbose level any open session
+// asked for; the SDK filters what each session receives by its own level.
+func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, level mcp.LoggingLevel) {
+	g.flights.levels.Store(ss, level)
+	open := map[*mcp.ServerSession]bool{}
+	for s := range g.server.Sessions() {
+		open[s] = true
+	}
+	most := mcp.LoggingLevel("")
+	g.flights.levels.Range(func(k, v any) bool {
+		if !open[k.(*mcp.ServerSession)] {
+			g.flights.levels.Delete(k)
+			return true
+		}
+		if l := v.(mcp.LoggingLevel); most == "" || logLevelOrder[l] < logLevelOrder[most] {
+			most = l
+		}
+		return true
+	})
+	serving := g.pool.serving()
+	g.flights.upLevels.Range(func(k, _ any) bool {
+		if !slices.Contains(serving, k.(*upstream.Upstream)) {
+			g.flights.upLevels.Delete(k) // replaced or removed by a reload
+		}
+		return true
+	})
+	for _, up := range serving {
+		cat := up.Catalog()
+		if cat == nil || cat.ProtocolVersion >= modernProtocol || cat.Capabilities == nil || cat.Capabilities.Logging == nil {
+			continue
+		}
+		if prev, ok := g.flights.upLevels.Load(up); ok && prev == most {
+			continue
+		}
+		if err := up.SetLoggingLevel(ctx, most); err != nil {
+			g.log.Warn("setting an upstream's log level", zap.String(keyServer, up.Name()), zap.Error(err))
+			continue
+		}
+		g.flights.upLevels.Store(up, most)
+	}
 }
 
 // relay implements upstream.Relay for the gateway.
@@ -330,6 +419,7 @@ func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
 	if o.done {
 		return
 	}
+	o.delivered.Add(1)
 	if err := o.ss.Log(o.ctx, &fwd); err != nil {
 		r.g.log.Debug("log message not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
 	}

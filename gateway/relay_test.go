@@ -48,6 +48,12 @@ func askingServer() *mcp.Server {
 		}
 		return text(strings.Join(uris, ",")), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "log", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Logger: "tool", Data: "noise"})
+		req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "tool", Data: "hello"})
+		time.Sleep(50 * time.Millisecond) // see progress
+		return text("logged"), nil
+	})
 	s.AddTool(&mcp.Tool{Name: "progress", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for i := range 3 {
 			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
@@ -67,6 +73,7 @@ type relayClient struct {
 	cs       *mcp.ClientSession
 	mu       sync.Mutex
 	progress []string
+	logs     []string
 }
 
 func newRelayClient(t *testing.T, h *harness, nonce string) *relayClient {
@@ -78,6 +85,11 @@ func newRelayClient(t *testing.T, h *harness, nonce string) *relayClient {
 		},
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": nonce}}, nil
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			rc.mu.Lock()
+			rc.logs = append(rc.logs, fmt.Sprintf("%s %s %v", req.Params.Level, req.Params.Logger, req.Params.Data))
+			rc.mu.Unlock()
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			rc.mu.Lock()
@@ -123,6 +135,27 @@ func TestRelayReachesTheCallingClient(t *testing.T) {
 		if got, err := rc.call(ctx, tool, nil); err != nil || got != want {
 			t.Errorf("%s = %q, %v; want %q", tool, got, err, want)
 		}
+	}
+}
+
+func TestRelayLogging(t *testing.T) {
+	h := newHarness(t, upstreamSpec{name: "ask", server: askingServer()})
+	rc := newRelayClient(t, h, "l")
+	ctx := context.Background()
+	if err := rc.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.call(ctx, "ask__log", nil); err != nil {
+		t.Fatal(err)
+	}
+	got := func() string {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return strings.Join(rc.logs, "; ")
+	}
+	waitFor(t, "the upstream's log message", func() bool { return got() != "" })
+	if got() != "warning ask/tool hello" {
+		t.Fatalf("logs = %q, want the warning only (the session asked for info), tagged with the server", got())
 	}
 }
 

@@ -97,3 +97,12 @@ func (u *Upstream) Complete(ctx context.Context, params *mcp.CompleteParams) (*m
 		return cs.Complete(ctx, params)
 	})
 }
+
+// SetLoggingLevel forwards logging/setLevel (protocol versions before
+// 2026-07-28, where the level is per session).
+func (u *Upstream) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	_, err := call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+	})
+	return err
+}

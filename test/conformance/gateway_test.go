@@ -10,9 +10,8 @@ import (
 // directly but not yet through the gateway, with the reason. They are
 // logged, not failed; remove an entry when the gateway learns the feature.
 var knownGatewayFailures = map[string]string{
-	"tools-call-with-logging": "notifications/message is relayed only for a 2025 upstream's calls; the 2026-07-28 per-request log level is not forwarded yet",
-	"resources-subscribe":     "resources/subscribe is not relayed yet (method not found)",
-	"resources-unsubscribe":   "resources/subscribe is not relayed yet (method not found)",
+	"resources-subscribe":   "resources/subscribe is not relayed yet (method not found)",
+	"resources-unsubscribe": "resources/subscribe is not relayed yet (method not found)",
 }
 
 // TestGatewayServerScenarios runs the suite's server scenarios against
