@@ -119,7 +119,7 @@ func TestPolicyBypassAttemptsFail(t *testing.T) {
 			t.Errorf("resources/read %q succeeded: %+v", uri, res)
 		}
 	}
-	// Subscriptions are not relayed yet: every URI gets the same refusal.
+	// Subscriptions: denied, missing and allowed URIs all get the same answer.
 	legacy := h.connectVersion(t, "2025-11-25")
 	subCodes := map[int64][]string{}
 	for _, uri := range []string{"manifold://alpha/demo://alpha/readme", "manifold://alpha/demo://alpha/./readme",

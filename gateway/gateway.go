@@ -73,6 +73,7 @@ type Gateway struct {
 	// flights are the upstream calls in flight, for relaying what upstreams
 	// send back toward clients (relay.go).
 	flights *flights
+	subs    subscriptions
 	server  *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
@@ -133,14 +134,16 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
 		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
-		Resources:   &mcp.ResourceCapabilities{ListChanged: true},
+		Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
 		Completions: &mcp.CompletionCapabilities{},
 		Logging:     &mcp.LoggingCapabilities{},
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, &mcp.ServerOptions{
-		Capabilities:      g.capabilities,
-		CompletionHandler: g.complete,
-		KeepAlive:         0,
+		Capabilities:       g.capabilities,
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
+		KeepAlive:          0,
 	})
 	// Outermost first: recover, then spans, metrics and audit, then the
 	// gateway's own interception.

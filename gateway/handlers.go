@@ -286,11 +286,16 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 				g.filterListen(ctx, lr)
 			}
 		case "resources/subscribe", "resources/unsubscribe":
-			// Until the gateway relays subscriptions, the SDK refuses them
-			// all alike; checking first would tell denied URIs apart.
-			if uri := target(req); uri != "" && g.capabilities.Resources.Subscribe {
+			// A URI that routes nowhere or that the principal may not read
+			// is acknowledged and never updated, as subscriptions/listen
+			// drops it silently: an error would tell denied URIs apart
+			// from those that exist.
+			if uri := target(req); uri != "" {
 				if rt, ok := g.routes.Load().resource(uri); !ok || !g.readable(ctx, req, uri, rt) {
-					return nil, mcp.ResourceNotFoundError(uri)
+					// The SDK's empty result is unexported: its ping
+					// handler makes one, without recording anything.
+					ss, _ := req.GetSession().(*mcp.ServerSession)
+					return next(ctx, "ping", &mcp.ServerRequest[*mcp.PingParams]{Session: ss, Params: &mcp.PingParams{}})
 				}
 			}
 		case "logging/setLevel":

@@ -106,3 +106,19 @@ func (u *Upstream) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) 
 	})
 	return err
 }
+
+// Subscribe forwards resources/subscribe for uri (the upstream's own URI).
+func (u *Upstream) Subscribe(ctx context.Context, uri string) error {
+	_, err := call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	})
+	return err
+}
+
+// Unsubscribe forwards resources/unsubscribe for uri.
+func (u *Upstream) Unsubscribe(ctx context.Context, uri string) error {
+	_, err := call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	})
+	return err
+}

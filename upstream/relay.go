@@ -19,6 +19,7 @@ type Relay interface {
 	ListRoots(ctx context.Context, from *Upstream, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 	Progress(from *Upstream, p *mcp.ProgressNotificationParams)
 	Log(from *Upstream, p *mcp.LoggingMessageParams)
+	ResourceUpdated(from *Upstream, p *mcp.ResourceUpdatedNotificationParams)
 }
 
 // relayRequests answers the server→client requests the connection declared
@@ -68,6 +69,11 @@ func (u *Upstream) relayNotifications(o *mcp.ClientOptions) {
 	o.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
 		if req.Params != nil {
 			r.Log(u, req.Params)
+		}
+	}
+	o.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		if req.Params != nil {
+			r.ResourceUpdated(u, req.Params)
 		}
 	}
 }

@@ -47,8 +47,4 @@ func TestClientScenarios(t *testing.T) {
 
 // knownGatewayClientFailures are client scenarios that pass with the Go
 // SDK client directly but not yet with Manifold as the client.
-var knownGatewayClientFailures = map[string]string{
-	// The gateway's upstream client declares no elicitation capability, so
-	// the scenario server's elicitation/create is refused (-32602).
-	"elicitation-sep1034-client-defaults": "elicitation is not relayed yet",
-}
+var knownGatewayClientFailures = map[string]string{}

@@ -9,10 +9,7 @@ import (
 // knownGatewayFailures are the scenarios that pass against the fixture
 // directly but not yet through the gateway, with the reason. They are
 // logged, not failed; remove an entry when the gateway learns the feature.
-var knownGatewayFailures = map[string]string{
-	"resources-subscribe":   "resources/subscribe is not relayed yet (method not found)",
-	"resources-unsubscribe": "resources/subscribe is not relayed yet (method not found)",
-}
+var knownGatewayFailures = map[string]string{}
 
 // TestGatewayServerScenarios runs the suite's server scenarios against
 // Manifold fronting the fixture, (b) as a stdio upstream and (c) as a

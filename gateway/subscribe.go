@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// subscriptions relays resources/subscribe: the gateway subscribes once per
+// upstream and URI, however many sessions asked, and unsubscribes when the
+// last one unsubscribes or ends. The SDK delivers resources/updated only to
+// the sessions subscribed to the URI as they know it.
+type subscriptions struct {
+	mu      sync.Mutex
+	refs    map[subKey]map[*mcp.ServerSession]bool
+	watched map[*mcp.ServerSession]bool // sessions whose end releases their subscriptions
+}
+
+// subKey is one upstream subscription: the upstream and its own URI.
+type subKey struct {
+	up  *upstream.Upstream
+	uri string
+}
+
+// subscribe is the SDK's SubscribeHandler. The interceptor has already
+// refused URIs that route nowhere or that the principal may not read.
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	rt, ok := g.routes.Load().resource(req.Params.URI)
+	if !ok {
+		return mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	s, key := &g.subs, subKey{rt.up, rt.original}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refs == nil {
+		s.refs, s.watched = map[subKey]map[*mcp.ServerSession]bool{}, map[*mcp.ServerSession]bool{}
+	}
+	if len(s.refs[key]) == 0 {
+		if err := rt.up.Subscribe(ctx, rt.original); err != nil {
+			return upstreamError(err)
+		}
+		s.refs[key] = map[*mcp.ServerSession]bool{}
+	}
+	s.refs[key][req.Session] = true
+	if !s.watched[req.Session] {
+		s.watched[req.Session] = true
+		// The SDK does not unsubscribe a session that ends; this goroutine
+		// ends with the session.
+		go func(ss *mcp.ServerSession) {
+			_ = ss.Wait()
+			g.releaseSession(ss)
+		}(req.Session)
+	}
+	return nil
+}
+
+// unsubscribe is the SDK's UnsubscribeHandler.
+func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	rt, ok := g.routes.Load().resource(req.Params.URI)
+	if !ok {
+		return mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	s, key := &g.subs, subKey{rt.up, rt.original}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.refs[key][req.Session] {
+		return nil
+	}
+	delete(s.refs[key], req.Session)
+	if len(s.refs[key]) == 0 {
+		delete(s.refs, key)
+		if err := rt.up.Unsubscribe(ctx, rt.original); err != nil {
+			g.log.Debug("unsubscribing upstream", zap.String(keyServer, rt.up.Name()), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// releaseSession drops the subscriptions of a session that ended, and the
+// upstream subscriptions no session holds any more.
+func (g *Gateway) releaseSession(ss *mcp.ServerSession) {
+	s := &g.subs
+	s.mu.Lock()
+	delete(s.watched, ss)
+	var gone []subKey
+	for key, sessions := range s.refs {
+		if sessions[ss] {
+			delete(sessions, ss)
+			if len(sessions) == 0 {
+				delete(s.refs, key)
+				gone = append(gone, key)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, key := range gone {
+		ctx, cancel := context.WithTimeout(context.Background(), g.current().cfg.Gateway.Timeouts.Call)
+		if err := key.up.Unsubscribe(ctx, key.uri); err != nil {
+			g.log.Debug("unsubscribing upstream", zap.String(keyServer, key.up.Name()), zap.Error(err))
+		}
+		cancel()
+	}
+}
+
+// subscriptionCount is the number of upstream subscriptions held.
+func (g *Gateway) subscriptionCount() int {
+	g.subs.mu.Lock()
+	defer g.subs.mu.Unlock()
+	return len(g.subs.refs)
+}
+
+// ResourceUpdated delivers an upstream's resources/updated to the sessions
+// subscribed to the URI, written as they know it.
+func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNotificationParams) {
+	uri := namespacing.WrapURI(from.Config().Namespace(), p.URI)
+	// Asynchronous: this runs in the upstream's read loop.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.g.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: p.Meta}); err != nil {
+			r.g.log.Debug("resources/updated not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
+		}
+	}()
+}
