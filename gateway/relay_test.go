@@ -98,17 +98,24 @@ func newRelayClient(t *testing.T, h *harness, nonce string) *relayClient {
 		},
 	})
 	c.AddRoots(&mcp.Root{URI: "file:///" + nonce})
+	rc.cs = connectClient(t, h, c, "2025-11-25")
+	return rc
+}
+
+// connectClient connects c to h's gateway over in-memory transports,
+// offering protocol version; the session is closed when the test ends.
+func connectClient(t *testing.T, h *harness, c *mcp.Client, version string) *mcp.ClientSession {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	if _, err := h.gw.Server().Connect(context.Background(), st, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	rc.cs = cs
-	return rc
+	return cs
 }
 
 func (rc *relayClient) call(ctx context.Context, tool string, meta mcp.Meta) (string, error) {

@@ -34,16 +34,7 @@ func TestSubscriptionsAreRelayedAndReleased(t *testing.T) {
 						w.mu.Unlock()
 					},
 				})
-				ct, st := mcp.NewInMemoryTransports()
-				if _, err := h.gw.Server().Connect(context.Background(), st, nil); err != nil {
-					t.Fatal(err)
-				}
-				cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cs.Close() })
-				w.cs = cs
+				w.cs = connectClient(t, h, c, "2025-11-25")
 				return w
 			}
 			count := func(w *watcher) int {
@@ -115,15 +106,7 @@ func TestSubscribeToADeniedOrUnknownURI(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	ct, st := mcp.NewInMemoryTransports()
-	if _, err := h.gw.Server().Connect(context.Background(), st, nil); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectClient(t, h, c, "2025-11-25")
 	ctx := context.Background()
 	for _, uri := range []string{"manifold://nowhere/x", "manifold://fix/" + fixture.WatchedURI} {
 		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
