@@ -278,3 +278,64 @@ func BenchmarkPolicyView(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkListChange10k is the end-to-end time for a change in a
+// 10,000-tool upstream to reach a client: the upstream adds a tool and
+// sends list_changed; the gateway lists the upstream again (paginated),
+// merges, registers the difference; the client gets list_changed and lists
+// the 10,000-odd tools through the gateway, finding the new one. The
+// debounces on the way (upstream refresh, merge 20ms, the SDK's 10ms) are
+// part of what is measured.
+func BenchmarkListChange10k(b *testing.B) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "big"}, nil)
+	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	schema := map[string]any{"type": "object"}
+	for i := range 10000 {
+		srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("tool_%05d", i), InputSchema: schema}, noop)
+	}
+	cfg := &config.Config{Servers: map[string]config.Server{"big": {Name: "big", Type: "stdio", Command: "unused"}}, Gateway: config.DefaultGateway()}
+	f := newFakeUpstream(srv)
+	gw, err := New(cfg, &Options{Transports: map[string]func() (mcp.Transport, error){"big": f.transport}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw.Start(context.Background())
+	b.Cleanup(func() { gw.Close(context.Background()) })
+	changed := make(chan struct{}, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	ct, st := mcp.NewInMemoryTransports()
+	if _, err := gw.Server().Connect(context.Background(), st, nil); err != nil {
+		b.Fatal(err)
+	}
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	ctx := context.Background()
+	n := 0
+	b.ResetTimer()
+	for b.Loop() {
+		n++
+		name := fmt.Sprintf("added_%d", n)
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: schema}, noop)
+		want := "big__" + name
+		for found := false; !found; {
+			select {
+			case <-changed:
+			case <-time.After(30 * time.Second):
+				b.Fatal("no list_changed within 30s")
+			}
+			for tool, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				if tool.Name == want {
+					found = true
+				}
+			}
+		}
+	}
+}
