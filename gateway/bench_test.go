@@ -288,7 +288,9 @@ func BenchmarkPolicyView(b *testing.B) {
 // part of what is measured.
 func BenchmarkListChange10k(b *testing.B) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "big"}, nil)
-	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
 	schema := map[string]any{"type": "object"}
 	for i := range 10000 {
 		srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("tool_%05d", i), InputSchema: schema}, noop)
