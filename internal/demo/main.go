@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -123,41 +124,10 @@ func serveHTTP(ctx context.Context, s *mcp.Server, addr string, stderr io.Writer
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(getServer, nil))
 	mux.Handle("/sse", mcp.NewSSEHandler(getServer, nil))
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(stderr, "demo-server: http: ", 0),
-		// Request contexts end with ctx, which ends hanging SSE GETs.
-		BaseContext: func(net.Listener) context.Context { return ctx },
-	}
 	fmt.Fprintf(stderr, "listening on http://%s\n", ln.Addr())
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served: // Serve never returns nil
-		closeSessions(s)
-		return fmt.Errorf("demo-server: serve: %w", err)
-	case <-ctx.Done():
+	if err := mcpx.ServeHTTP(ctx, ln, mux, s, log.New(stderr, "demo-server: http: ", 0), shutdownTimeout); err != nil {
+		return fmt.Errorf("demo-server: %w", err)
 	}
-
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	shutdown := make(chan error, 1)
-	go func() { shutdown <- srv.Shutdown(sctx) }()
-	closeSessions(s) // streamable sessions outlive their requests
-	if err := <-shutdown; err != nil {
-		srv.Close()
-	}
-	closeSessions(s) // sessions created by requests that raced with shutdown
-	<-served
 	return nil
-}
-
-// closeSessions closes every session of s, waiting for in-flight requests.
-// Errors are ignored: the session is gone either way.
-func closeSessions(s *mcp.Server) {
-	for ss := range s.Sessions() {
-		_ = ss.Close()
-	}
 }

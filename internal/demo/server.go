@@ -6,11 +6,10 @@
 package demo
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -56,7 +55,7 @@ func NewServer(name string, opts *Options) *mcp.Server {
 	addPrompts(s, name)
 	// Added last so that it is the outermost middleware and also sees panics
 	// from the SDK's own method handlers.
-	s.AddReceivingMiddleware(recoverMiddleware)
+	s.AddReceivingMiddleware(mcpx.Recover(nil))
 	return s
 }
 
@@ -76,21 +75,4 @@ func ValidateName(name string) error {
 func validNameRune(r rune) bool {
 	return ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') ||
 		r == '.' || r == '_' || r == '-'
-}
-
-// recoverMiddleware turns a panic in any downstream method handler into a
-// JSON-RPC internal error instead of crashing the process.
-func recoverMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				res = nil
-				err = &jsonrpc.Error{
-					Code:    jsonrpc.CodeInternalError,
-					Message: fmt.Sprintf("demo: internal error: panic in %s: %v", method, r),
-				}
-			}
-		}()
-		return next(ctx, method, req)
-	}
 }
