@@ -1,15 +1,14 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -27,7 +26,7 @@ func newStdioGateway(t testing.TB, maxBytes int64) (*Gateway, *observer.Observed
 // closes stdin. It returns what the gateway wrote and ServeStdio's error.
 func serveLines(t testing.TB, gw *Gateway, input, want string) (string, error) {
 	inR, inW := io.Pipe()
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- gw.ServeStdio(context.Background(), inR, out) }()
 	go func() {
@@ -46,24 +45,6 @@ func serveLines(t testing.TB, gw *Gateway, input, want string) (string, error) {
 		t.Fatal("ServeStdio did not return after its input ended")
 		return "", nil
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestStdio(t *testing.T) {

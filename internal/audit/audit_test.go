@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,30 +21,13 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	// lumberjack starts a goroutine per file that its Close does not stop
 	// (natefinch/lumberjack#56); it is parked on a channel receive.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"))
-}
-
-// syncBuffer is an io.Writer safe for the writer goroutine and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func noEnv(string) (string, bool) { return "", false }
@@ -79,7 +61,7 @@ func lines(t *testing.T, s string) []map[string]any {
 }
 
 func TestRecordJSON(t *testing.T) {
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	l, err := New(&config.Audit{Stdout: true, Arguments: config.ArgumentsFull, Redact: []string{"secret"}},
 		&Options{Stdout: &out, LookupEnv: noEnv})
 	if err != nil {
@@ -120,7 +102,7 @@ func TestRecordJSON(t *testing.T) {
 }
 
 func TestTimeFilledIn(t *testing.T) {
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	l, err := New(&config.Audit{Stdout: true, Arguments: config.ArgumentsNone}, &Options{Stdout: &out, Now: func() time.Time { return now }})
 	if err != nil {
@@ -139,7 +121,7 @@ func TestTimeFilledIn(t *testing.T) {
 func TestExactCount(t *testing.T) {
 	for _, buffer := range []int{1, 16, 4096} {
 		t.Run(fmt.Sprint("buffer ", buffer), func(t *testing.T) {
-			var out syncBuffer
+			var out testutil.SyncBuffer
 			l, err := New(&config.Audit{Stdout: true, Buffer: buffer}, &Options{Stdout: &out, LookupEnv: noEnv})
 			if err != nil {
 				t.Fatal(err)
@@ -167,7 +149,7 @@ func TestExactCount(t *testing.T) {
 func TestAllWrittenWhenNotFull(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "audit.jsonl")
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	l, err := New(&config.Audit{File: path, Stdout: true, Buffer: 2000}, &Options{Stdout: &out, LookupEnv: noEnv})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +182,7 @@ func TestAllWrittenWhenNotFull(t *testing.T) {
 
 // TestHashedHidesValues checks that in hashed mode no argument value reaches the log.
 func TestHashedHidesValues(t *testing.T) {
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	l, err := New(&config.Audit{Stdout: true, HashKey: strings.Repeat("x", 32)}, &Options{Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +210,7 @@ func TestHashKeySources(t *testing.T) {
 	hashWith := func(t *testing.T, cfg config.Audit, env map[string]string) (string, *observer.ObservedLogs) {
 		t.Helper()
 		core, logs := observer.New(zapcore.DebugLevel)
-		var out syncBuffer
+		var out testutil.SyncBuffer
 		cfg.Stdout = true
 		l, err := New(&cfg, &Options{Stdout: &out, Logger: zap.New(core),
 			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
@@ -475,7 +457,7 @@ func TestWriteAfterClose(t *testing.T) {
 }
 
 func TestBadArgumentsAreNoted(t *testing.T) {
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	l, err := New(&config.Audit{Stdout: true, Arguments: config.ArgumentsFull}, &Options{Stdout: &out, LookupEnv: noEnv})
 	if err != nil {
 		t.Fatal(err)
