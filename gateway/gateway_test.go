@@ -122,7 +122,7 @@ func newHarnessOpts(t *testing.T, opts *Options, edit func(*config.Config), spec
 	cfg.Gateway.Backoff.Initial = 10 * time.Millisecond
 	cfg.Gateway.Backoff.Max = 50 * time.Millisecond
 	cfg.Gateway.Timeouts.Call = 5 * time.Second
-	h := &harness{ups: map[string]*fakeUpstream{}, notes: make(chan string, 100)}
+	h := &harness{ups: map[string]*fakeUpstream{}, notes: make(chan string, 1000)}
 	transports := map[string]func() (mcp.Transport, error){}
 	for _, s := range specs {
 		cfg.Servers[s.name] = config.Server{Name: s.name, Type: "stdio", Command: "unused", Prefix: s.prefix}

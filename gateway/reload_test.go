@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/internal/demo"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -58,33 +57,15 @@ func (h *reloadHarness) reloadConfig(withBeta bool, edit func(*config.Config)) *
 
 func newReloadHarness(t *testing.T, withBeta bool) *reloadHarness {
 	t.Helper()
-	h := &reloadHarness{harness: &harness{ups: map[string]*fakeUpstream{}, notes: make(chan string, 1000)}}
-	transports := map[string]func() (mcp.Transport, error){}
-	for _, name := range []string{"alpha", "beta"} {
-		f := newFakeUpstream(demo.NewServer(name, nil))
-		h.ups[name] = f
-		transports[name] = f.transport
-	}
-	cfg := h.reloadConfig(withBeta, nil)
-	gw, err := New(cfg, &Options{Transports: transports, LoadConfig: func() (*config.Config, error) {
+	h := &reloadHarness{}
+	load := func() (*config.Config, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.next, h.err
-	}})
-	if err != nil {
-		t.Fatal(err)
 	}
-	gw.Start(context.Background())
-	h.gw = gw
-	t.Cleanup(func() {
-		h.client.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := gw.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	h.client = h.connect(t)
+	// Both fakes have transports; the config names beta only withBeta.
+	h.harness = newHarnessOpts(t, &Options{LoadConfig: load}, func(c *config.Config) { *c = *h.reloadConfig(withBeta, nil) },
+		upstreamSpec{name: "alpha", demoName: "alpha"}, upstreamSpec{name: "beta", demoName: "beta"})
 	return h
 }
 
