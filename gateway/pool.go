@@ -262,6 +262,7 @@ func (g *Gateway) drain(up *upstream.Upstream) {
 		if err := up.Close(ctx); err != nil {
 			g.log.Warn("stopping a drained upstream", zap.String(keyServer, up.Name()), zap.Error(err))
 		}
+		g.flights.forget(up)
 		g.pool.mu.Lock()
 		delete(g.pool.draining, up)
 		g.pool.mu.Unlock()

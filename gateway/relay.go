@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,12 +50,14 @@ const (
 // origin is one call in flight on an upstream: who made it, and where what
 // the upstream sends back for it must go.
 type origin struct {
-	seq     uint64
-	up      *upstream.Upstream
-	ss      *mcp.ServerSession
-	ctx     context.Context // the downstream handler's: routes writes to its stream
-	caps    *mcp.ClientCapabilities
-	version string
+	seq uint64
+	up  *upstream.Upstream
+	ss  *mcp.ServerSession
+	ctx context.Context // the downstream handler's: routes writes to its stream
+	// req is the downstream request, read for the client's capabilities and
+	// protocol version only when a relay needs them (for 2026-07-28 clients
+	// they are decoded from _meta: not work for every call).
+	req callerRequest
 	// progress is the client's progress token (nil: none); token is the one
 	// sent upstream in its place.
 	progress any
@@ -121,9 +122,7 @@ type callerRequest interface {
 func (f *flights) begin(ctx context.Context, up *upstream.Upstream, req mcp.Request, meta mcp.Meta) (*origin, mcp.Meta) {
 	o := &origin{seq: f.seq.Add(1), up: up, ctx: ctx}
 	o.ss, _ = req.GetSession().(*mcp.ServerSession)
-	if cr, ok := req.(callerRequest); ok {
-		o.caps, o.version = cr.ClientCapabilities(), cr.ProtocolVersion()
-	}
+	o.req, _ = req.(callerRequest)
 	meta, o.settle = f.withLogLevel(up, req, o.ss, meta)
 	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
 		if tok := p.GetProgressToken(); tok != nil {
@@ -206,11 +205,13 @@ func (f *flights) end(o *origin) {
 	uf := f.of(o.up)
 	uf.mu.Lock()
 	delete(uf.m, o.seq)
-	empty := len(uf.m) == 0
 	uf.mu.Unlock()
-	if empty {
-		f.byUp.CompareAndDelete(o.up, uf)
-	}
+}
+
+// forget drops the registry's entry of an upstream that was stopped.
+func (f *flights) forget(up *upstream.Upstream) {
+	f.byUp.Delete(up)
+	f.upLevels.Delete(up)
 }
 
 // resolve returns the origin a request from up belongs to: the oldest call
@@ -265,14 +266,7 @@ func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, level 
 		}
 		return true
 	})
-	serving := g.pool.serving()
-	g.flights.upLevels.Range(func(k, _ any) bool {
-		if !slices.Contains(serving, k.(*upstream.Upstream)) {
-			g.flights.upLevels.Delete(k) // replaced or removed by a reload
-		}
-		return true
-	})
-	for _, up := range serving {
+	for _, up := range g.pool.serving() {
 		cat := up.Catalog()
 		if cat == nil || cat.ProtocolVersion >= modernProtocol || cat.Capabilities == nil || cat.Capabilities.Logging == nil {
 			continue
@@ -313,15 +307,20 @@ func (r relay) target(from *upstream.Upstream, method string, capable func(*mcp.
 		r.g.log.Warn("server request refused", zap.String(keyServer, from.Name()), zap.String(keyName, method), zap.Error(err))
 		return nil, err
 	}
-	if o.caps == nil || !capable(o.caps) {
+	var caps *mcp.ClientCapabilities
+	var version string
+	if o.req != nil {
+		caps, version = o.req.ClientCapabilities(), o.req.ProtocolVersion()
+	}
+	if caps == nil || !capable(caps) {
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf(
 			"manifold: the client of this call does not support %s", method)}
 	}
-	if o.version >= modernProtocol {
+	if version >= modernProtocol {
 		// A 2026-07-28 session cannot receive server requests; bridging a
 		// pre-2026 upstream's request into input_required is not built yet.
 		return nil, &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
-			"manifold: cannot relay %s to a %s client: bridging to input_required is not implemented", method, o.version)}
+			"manifold: cannot relay %s to a %s client: bridging to input_required is not implemented", method, version)}
 	}
 	return o, nil
 }
