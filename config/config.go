@@ -43,6 +43,14 @@ const (
 	SessionPerClient = "per-client"
 )
 
+// Capabilities the gateway can relay from a server to clients (Server.Relay).
+const (
+	RelaySampling    = "sampling"
+	RelayElicitation = "elicitation"
+	RelayRoots       = "roots"
+	RelayNone        = "none"
+)
+
 // DefaultSource is the Config.Source of the embedded default config.
 const DefaultSource = "embedded default"
 
@@ -117,9 +125,14 @@ type Server struct {
 	// Prefix (key "prefix") replaces the server name as namespace when set; an explicit ""
 	// exposes the server's names and URIs unchanged. Nil means the default; see Namespace.
 	Prefix *string
-	// Session (key "session") is SessionShared or SessionPerClient; empty means the gateway's
-	// default for the transport.
+	// Session (key "session") is SessionShared or SessionPerClient; empty means the default
+	// for the transport (see SessionMode).
 	Session string
+	// Relay (key "relay") lists what the gateway offers to relay from this server to clients in
+	// shared mode: any of RelaySampling, RelayElicitation and RelayRoots, or RelayNone alone.
+	// Absent (or []) means all three. A per-client session declares its client's own
+	// capabilities instead.
+	Relay []string
 	// Timeout is the per-call timeout for this server; 0 means gateway.timeouts.call.
 	Timeout time.Duration
 	// MaxConcurrency (key "maxConcurrency") caps in-flight calls to this server; 0 means
@@ -132,6 +145,26 @@ type Server struct {
 	// the gateway serves the others meanwhile. Changing it on reload does not restart the
 	// server.
 	Required bool
+}
+
+// SessionMode returns the server's effective session mode: Session when set, else
+// SessionPerClient for remote servers (an upstream session is one HTTP handshake, and exact
+// routing of server→client requests needs no call in flight) and SessionShared for stdio
+// servers (a per-client session is one more process per client).
+func (s Server) SessionMode() string {
+	switch {
+	case s.Session != "":
+		return s.Session
+	case s.Type == TypeHTTP || s.Type == TypeSSE:
+		return SessionPerClient
+	}
+	return SessionShared
+}
+
+// Relays reports whether the gateway offers to relay capability c (RelaySampling,
+// RelayElicitation or RelayRoots) from this server in shared mode.
+func (s Server) Relays(c string) bool {
+	return len(s.Relay) == 0 || slices.Contains(s.Relay, c)
 }
 
 // Namespace returns the server's effective prefix: *Prefix when set, else the server name with

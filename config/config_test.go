@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -396,6 +397,33 @@ func TestNamespace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.server.Namespace(); got != tt.want {
 				t.Errorf("Namespace() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSessionModeAndRelays(t *testing.T) {
+	tests := []struct {
+		name   string
+		server Server
+		mode   string
+		relays []string // of sampling, elicitation, roots
+	}{
+		{name: "stdio defaults to shared", server: Server{Type: TypeStdio}, mode: SessionShared, relays: []string{RelaySampling, RelayElicitation, RelayRoots}},
+		{name: "http defaults to per-client", server: Server{Type: TypeHTTP}, mode: SessionPerClient, relays: []string{RelaySampling, RelayElicitation, RelayRoots}},
+		{name: "sse defaults to per-client", server: Server{Type: TypeSSE}, mode: SessionPerClient, relays: []string{RelaySampling, RelayElicitation, RelayRoots}},
+		{name: "explicit shared http", server: Server{Type: TypeHTTP, Session: SessionShared, Relay: []string{RelayRoots}}, mode: SessionShared, relays: []string{RelayRoots}},
+		{name: "explicit per-client stdio, relaying nothing", server: Server{Type: TypeStdio, Session: SessionPerClient, Relay: []string{RelayNone}}, mode: SessionPerClient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.server.SessionMode(); got != tt.mode {
+				t.Errorf("SessionMode() = %q, want %q", got, tt.mode)
+			}
+			for _, c := range []string{RelaySampling, RelayElicitation, RelayRoots} {
+				if got, want := tt.server.Relays(c), slices.Contains(tt.relays, c); got != want {
+					t.Errorf("Relays(%q) = %v, want %v", c, got, want)
+				}
 			}
 		})
 	}

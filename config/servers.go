@@ -48,6 +48,7 @@ func serverFields(s *Server, a *serverAliases) []field {
 		{name: "caFile", ptr: &s.CAFile},
 		{name: "prefix", ptr: &s.Prefix},
 		{name: "session", ptr: &s.Session},
+		{name: "relay", ptr: &s.Relay},
 		{name: "timeout", ptr: &s.Timeout},
 		{name: "maxConcurrency", ptr: &s.MaxConcurrency},
 		{name: "disabled", ptr: &s.Disabled},

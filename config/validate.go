@@ -95,13 +95,20 @@ func (v *validator) server(key, name string, s Server) {
 		v.add(joinKey(key, "maxConcurrency"), "must not be negative (0 means gateway.limits.maxConcurrentCalls)")
 	}
 	switch s.Session {
-	case "", SessionShared:
-	case SessionPerClient:
-		// Rejected until the relay layer implements it: accepting it would
-		// let users believe each client has its own upstream session.
-		v.add(joinKey(key, "session"), "per-client is not supported yet in this version; use shared (the default)")
+	case "", SessionShared, SessionPerClient:
 	default:
 		v.add(joinKey(key, "session"), "must be shared or per-client")
+	}
+	for i, c := range s.Relay {
+		switch c {
+		case RelaySampling, RelayElicitation, RelayRoots:
+		case RelayNone:
+			if len(s.Relay) > 1 {
+				v.add(fmt.Sprintf("%s[%d]", joinKey(key, "relay"), i), "none must be the only entry")
+			}
+		default:
+			v.add(fmt.Sprintf("%s[%d]", joinKey(key, "relay"), i), "must be sampling, elicitation, roots or none")
+		}
 	}
 	for _, k := range []string{"type", "transportType", "command", "url", "httpUrl", "serverUrl"} {
 		if v.failed[joinKey(key, k)] {

@@ -243,13 +243,15 @@ mcpServers:
 			},
 		},
 		{
-			name: "per-client sessions are not supported yet",
+			name: "relay names only what the gateway can relay",
 			doc: `
 mcpServers:
-  a: { command: x, session: per-client }
+  a: { command: x, session: per-client, relay: [sampling, roots, tools] }
+  b: { command: y, relay: [roots, none] }
 `,
 			want: []wantErr{
-				{"m.yaml", "mcpServers.a.session", "not supported yet"},
+				{"m.yaml", "mcpServers.a.relay[2]", "sampling, elicitation, roots or none"},
+				{"m.yaml", "mcpServers.b.relay[1]", "only entry"},
 			},
 		},
 		{
