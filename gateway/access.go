@@ -163,6 +163,21 @@ func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
 	if !ok {
 		return &view{}
 	}
+	return g.viewOf(r, a, pr)
+}
+
+// sees reports whether pr may see something of server under the policy in
+// force.
+func (g *Gateway) sees(pr *policy.Principal, server string) bool {
+	r, a := g.routes.Load(), g.current().access
+	if a.policy.Unrestricted() {
+		return true
+	}
+	return pr != nil && g.viewOf(r, a, pr).servers[server]
+}
+
+// viewOf returns what pr may list of r under a, from the cache when it can.
+func (g *Gateway) viewOf(r *routes, a *access, pr *policy.Principal) *view {
 	vc := g.views.Load()
 	if vc == nil || vc.routes != r || vc.access != a {
 		fresh := &viewCache{routes: r, access: a}

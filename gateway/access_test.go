@@ -165,8 +165,13 @@ func TestPolicyPerPrincipalViews(t *testing.T) {
 			if _, err := bob.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__greet", Arguments: map[string]string{"person": "x"}}); rpcCode(err) != jsonrpc.CodeInvalidParams {
 				t.Errorf("bob's prompts/get = %v; want unknown prompt", err)
 			}
-			if _, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://alpha/demo://alpha/logo"}); rpcCode(err) != rpcCode(mcp.ResourceNotFoundError("")) {
-				t.Errorf("bob's read of the logo = %v; want resource not found", err)
+			// Resource not found is -32002 before 2026-07-28, -32602 since.
+			wantNotFound := int64(codeLegacyResourceNotFound)
+			if version >= modernProtocol {
+				wantNotFound = jsonrpc.CodeInvalidParams
+			}
+			if _, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://alpha/demo://alpha/logo"}); rpcCode(err) != wantNotFound {
+				t.Errorf("bob's read of the logo = %v (code %d); want resource not found (%d)", err, rpcCode(err), wantNotFound)
 			}
 			if _, err := bob.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "alpha__greet"},
 				Argument: mcp.CompleteParamsArgument{Name: "person", Value: "a"}}); err == nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // JSON-RPC error codes of the gateway itself (the -32000…-32099 range is for
@@ -40,9 +41,24 @@ func upstreamError(err error) error {
 	return &jsonrpc.Error{Code: code, Message: err.Error()}
 }
 
-// codeLegacyResourceNotFound is the resource-not-found code of MCP servers
-// written before the spec settled on -32602 (InvalidParams).
+// codeLegacyResourceNotFound is the resource-not-found code of protocol
+// versions before 2026-07-28, which settled on -32602 (InvalidParams).
 const codeLegacyResourceNotFound = -32002
+
+// resourceNotFound is the error for a URI that req may not read or that
+// does not exist, with the code of the client's protocol version: -32002
+// before 2026-07-28, -32602 since (the SDK's).
+func resourceNotFound(req mcp.Request, uri string) error {
+	err := mcp.ResourceNotFoundError(uri)
+	if cr, ok := req.(callerRequest); ok && cr.ProtocolVersion() < modernProtocol {
+		if rpcErr, ok := err.(*jsonrpc.Error); ok {
+			legacy := *rpcErr
+			legacy.Code = codeLegacyResourceNotFound
+			return &legacy
+		}
+	}
+	return err
+}
 
 // notFound reports whether an upstream's answer to resources/read says the
 // resource does not exist.

@@ -73,8 +73,16 @@ type Gateway struct {
 	// flights are the upstream calls in flight, for relaying what upstreams
 	// send back toward clients (relay.go).
 	flights *flights
-	subs    subscriptions
-	server  *mcp.Server
+	// bridge runs the calls of 2026-07-28 clients to older upstreams
+	// (bridge.go).
+	bridge bridge
+	subs   subscriptions
+	// calls are the requests in flight per streamable HTTP session, which
+	// a DELETE of the session cancels (sessioncalls.go).
+	calls sessionCalls
+	// perClient holds the upstream sessions of per-client servers.
+	perClient perClient
+	server    *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
@@ -143,11 +151,13 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		CompletionHandler:  g.complete,
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
-		KeepAlive:          0,
+		// Announced to the client's per-client upstream sessions.
+		RootsListChangedHandler: g.rootsChanged,
+		KeepAlive:               0,
 	})
-	// Outermost first: recover, then spans, metrics and audit, then the
-	// gateway's own interception.
-	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.observe, g.interceptor)
+	// Outermost first: recover, then cancellation by session deletion, then
+	// spans, metrics and audit, then the gateway's own interception.
+	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.observe, g.interceptor)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {
@@ -172,7 +182,13 @@ func newAuthenticator(ctx context.Context, c *config.Auth, log *zap.Logger) (*au
 // newUpstream returns the (unstarted) upstream of s under the gateway
 // settings gw.
 func (g *Gateway) newUpstream(s config.Server, gw *config.Gateway) *upstream.Upstream {
-	return upstream.New(s, &upstream.Options{
+	return upstream.New(s, g.upstreamOptions(s, gw))
+}
+
+// upstreamOptions returns the options of s's pool upstream under the
+// gateway settings gw.
+func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream.Options {
+	return &upstream.Options{
 		Logger:          g.opts.Logger.Named("upstream").With(zap.String(keyServer, s.Name)),
 		ConnectTimeout:  gw.Timeouts.Connect,
 		CallTimeout:     gw.Timeouts.Call,
@@ -184,9 +200,9 @@ func (g *Gateway) newUpstream(s config.Server, gw *config.Gateway) *upstream.Ups
 		ClientInfo:      &mcp.Implementation{Name: "manifold", Version: g.opts.Version},
 		Transport:       g.opts.Transports[s.Name],
 		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
-		Capabilities:    upstreamCapabilities,
+		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},
-	})
+	}
 }
 
 // Start connects every upstream in parallel and returns once each has
@@ -257,6 +273,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 	unobserve := g.unobserve
 	g.unobserve = nil
 	g.pool.mu.Unlock()
+	all = append(all, g.perClient.all()...)
 	defer func() {
 		if a := g.current().access.authn; a != nil {
 			a.Close()

@@ -28,6 +28,17 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if !ok || !g.allowed(ctx, req, policy.Tool, req.Params.Name, rt.up.Name()) {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown tool %q", req.Params.Name)
 	}
+	rt, err := g.upstreamFor(ctx, req, rt)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	return g.bridgeTool(ctx, req, rt)
+}
+
+// forwardTool sends a routed, allowed tools/call to rt's upstream; bridgeTool
+// (mrtr.go) decides how, by the protocol versions of the client and the
+// upstream.
+func (g *Gateway) forwardTool(ctx context.Context, req *mcp.CallToolRequest, rt route) (*mcp.CallToolResult, error) {
 	ctx, meta, c := g.beginCall(ctx, "tools/call", rt, req, forwardMeta(req.Params.Meta))
 	// A retry after input_required carries the answers and the upstream's
 	// state: they pass through untouched.
@@ -55,6 +66,16 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 	if !ok || !g.allowed(ctx, req, policy.Prompt, req.Params.Name, rt.up.Name()) {
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown prompt %q", req.Params.Name)
 	}
+	rt, err := g.upstreamFor(ctx, req, rt)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	return g.bridgePrompt(ctx, req, rt)
+}
+
+// forwardPrompt sends a routed, allowed prompts/get to rt's upstream (see
+// bridgePrompt).
+func (g *Gateway) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest, rt route) (*mcp.GetPromptResult, error) {
 	params := *req.Params
 	params.Name = rt.original
 	var c upstreamCall
@@ -80,8 +101,18 @@ func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResource
 		g.exchange(ctx).routed(rt)
 	}
 	if !ok || !g.readable(ctx, req, req.Params.URI, rt) {
-		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		return nil, resourceNotFound(req, req.Params.URI)
 	}
+	rt, err := g.upstreamFor(ctx, req, rt)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
+	return g.bridgeRead(ctx, req, rt)
+}
+
+// forwardRead sends a routed, allowed resources/read to rt's upstream (see
+// bridgeRead).
+func (g *Gateway) forwardRead(ctx context.Context, req *mcp.ReadResourceRequest, rt route) (*mcp.ReadResourceResult, error) {
 	params := *req.Params
 	params.URI = rt.original
 	var c upstreamCall
@@ -92,7 +123,7 @@ func (g *Gateway) readResourceHandler(ctx context.Context, req *mcp.ReadResource
 		if notFound(err) {
 			// The gateway's own answer, naming the URI as the client wrote
 			// it: the same as for a URI denied by policy or not routed.
-			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+			return nil, resourceNotFound(req, req.Params.URI)
 		}
 		return nil, upstreamError(err)
 	}
@@ -134,6 +165,10 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "completion/complete: unknown %s", refLabel(req.Params.Ref))
 	}
 	g.exchange(ctx).routed(rt)
+	rt, err := g.upstreamFor(ctx, req, rt)
+	if err != nil {
+		return nil, upstreamError(err)
+	}
 	var c upstreamCall
 	ctx, params.Meta, c = g.beginCall(ctx, "completion/complete", rt, req, forwardMeta(params.Meta))
 	res, err := rt.up.Complete(ctx, &params)
@@ -302,7 +337,8 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && p != nil && err == nil {
 				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-					g.setLogLevel(ctx, ss, p.Level)
+					pr, _ := principal(ctx, g.current().access, req)
+					g.setLogLevel(ctx, ss, pr, p.Level)
 				}
 			}
 			return res, err

@@ -64,6 +64,9 @@ func (g *Gateway) Handler() http.Handler {
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !g.admitSession(w) {
 			return
 		}
+		if r.Method == http.MethodDelete {
+			g.calls.cancelSession(r) // or the SDK waits for them (sessioncalls.go)
+		}
 		stateful.ServeHTTP(w, r)
 	})))
 	mux.Handle("/sse", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -18,4 +18,5 @@ const (
 	keyTrigger = "trigger"
 	keyHash    = "hash"
 	keyKey     = "key"
+	keyStack   = "stack"
 )

@@ -55,6 +55,13 @@ type exchange struct {
 	decided bool
 	denied  bool
 	rule    string
+	// rounds is the MRTR round of the request, when more than the first;
+	// callStart, when set, is when its call began (a bridged call's later
+	// round); interim: the request answered input_required for a bridged
+	// call, whose one record a later round writes (see mrtr.go).
+	rounds    int
+	callStart time.Time
+	interim   bool
 }
 
 type exchangeKey struct{}
@@ -157,7 +164,10 @@ func (g *Gateway) finish(ctx context.Context, method string, req mcp.Request, ss
 	if method == "initialize" && err == nil {
 		g.sessionOpened(ss)
 	}
-	if g.obs.audit != nil && audited(method) {
+	if g.obs.audit != nil && audited(method) && !x.interim {
+		if !x.callStart.IsZero() {
+			start, d = x.callStart, time.Since(x.callStart)
+		}
 		g.obs.audit.Write(g.auditRecord(ctx, method, req, ss, x, start, d, res, err))
 	}
 }
@@ -167,7 +177,7 @@ func (g *Gateway) auditRecord(ctx context.Context, method string, req mcp.Reques
 	start time.Time, d time.Duration, res mcp.Result, err error) *audit.Record {
 	rec := &audit.Record{
 		Time: start, Duration: d, Method: method, Name: target(req),
-		Server: x.server, UpstreamName: x.upstreamName, Rounds: 1,
+		Server: x.server, UpstreamName: x.upstreamName, Rounds: max(1, x.rounds),
 		ProtocolVersion: protocolVersion(req, ss), Arguments: arguments(req),
 	}
 	if ss != nil {
@@ -252,7 +262,7 @@ func (g *Gateway) beginCall(ctx context.Context, method string, rt route, req mc
 	var c upstreamCall
 	c.origin, meta = g.flights.begin(ctx, rt.up, req, meta)
 	if g.obs.on {
-		c = upstreamCall{method: method, server: rt.up.Name(), start: time.Now()}
+		c = upstreamCall{method: method, server: rt.up.Name(), start: time.Now(), origin: c.origin}
 		ctx, c.span = g.obs.tel.StartClient(ctx, telemetry.SpanInfo{
 			Method: method, Target: rt.original, Server: c.server, Transport: upstreamTransport(rt.up),
 		})

@@ -120,7 +120,7 @@ func TestAuditRecords(t *testing.T) {
 			"upstream_name": "demo://alpha/readme", "decision": "allow", "outcome": "ok"},
 		{"method": "resources/read", "name": "manifold://alpha/demo://alpha/logo", "server": "alpha",
 			"upstream_name": "demo://alpha/logo", "decision": "deny", "rule": "policy.rules[1]", "outcome": "error",
-			"error_code": float64(mcp.CodeResourceNotFound)},
+			"error_code": float64(codeLegacyResourceNotFound)}, // a 2025-11-25 client's code
 	}
 	var got []map[string]any
 	for i, rec := range recs {
@@ -362,7 +362,7 @@ func TestMetricsCounts(t *testing.T) {
 			"error_type=-32602,manifold_server=alpha,mcp_method_name=tools/call":     1,
 			"manifold_server=alpha,mcp_method_name=prompts/get":                      1,
 			"manifold_server=alpha,mcp_method_name=resources/read":                   1,
-			"error_type=-32602,manifold_server=alpha,mcp_method_name=resources/read": 1,
+			"error_type=-32002,manifold_server=alpha,mcp_method_name=resources/read": 1,
 			"mcp_method_name=initialize":                                             1, // cs; the harness's client speaks 2026-07-28
 			"mcp_method_name=server/discover":                                        1,
 		}},

@@ -205,6 +205,7 @@ func (g *Gateway) promoteWhenReady(name string, next *upstream.Upstream) {
 		g.pool.mu.Unlock()
 		// New routes first, so that no new call picks the old upstream.
 		g.merge()
+		g.moveSubscriptions(g.runCtx, old, next)
 		g.pool.mu.Lock()
 		g.drain(old)
 		g.pool.mu.Unlock()
@@ -228,6 +229,11 @@ const drainPoll = 10 * time.Millisecond
 // at most gateway.timeouts.drain, then stops it. Called with g.pool.mu held,
 // after up has left the published list.
 func (g *Gateway) drain(up *upstream.Upstream) {
+	// The per-client sessions of a server taken out of service go with it;
+	// their clients' next calls open sessions of its replacement.
+	for _, d := range g.perClient.takeBase(up) {
+		g.drain(d.up)
+	}
 	g.pool.markDraining(up)
 	if g.pool.closed {
 		return // Close stops it with the others
@@ -263,6 +269,7 @@ func (g *Gateway) drain(up *upstream.Upstream) {
 			g.log.Warn("stopping a drained upstream", zap.String(keyServer, up.Name()), zap.Error(err))
 		}
 		g.flights.forget(up)
+		g.subs.forget(up)
 		g.pool.mu.Lock()
 		delete(g.pool.draining, up)
 		g.pool.mu.Unlock()

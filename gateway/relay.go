@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,16 +28,6 @@ import (
 // upstream gets a clear error: the gateway never guesses. Progress is
 // exact: each forwarded progress token is replaced by one the gateway
 // makes, unique per call.
-
-// upstreamCapabilities are what the gateway declares to every upstream: it
-// can relay sampling (with tools), elicitation (form and URL) and roots.
-// Roots carry no listChanged: a shared upstream serves many clients, whose
-// roots differ.
-var upstreamCapabilities = &mcp.ClientCapabilities{
-	Sampling:    &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}},
-	Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
-	RootsV2:     &mcp.RootCapabilities{},
-}
 
 // Relay error codes, beside the gateway's -32050…-32052.
 const (
@@ -58,6 +50,9 @@ type origin struct {
 	// protocol version only when a relay needs them (for 2026-07-28 clients
 	// they are decoded from _meta: not work for every call).
 	req callerRequest
+	// caps and version are the client's when req is nil (outside any call).
+	caps    *mcp.ClientCapabilities
+	version string
 	// progress is the client's progress token (nil: none); token is the one
 	// sent upstream in its place.
 	progress any
@@ -69,6 +64,14 @@ type origin struct {
 	// waits for those the SDK has read but not yet delivered (see below).
 	settle    bool
 	delivered atomic.Int64 // notifications relayed, for settling
+}
+
+// client returns the capabilities and protocol version of o's client.
+func (o *origin) client() (*mcp.ClientCapabilities, string) {
+	if o.req != nil {
+		return o.req.ClientCapabilities(), o.req.ProtocolVersion()
+	}
+	return o.caps, o.version
 }
 
 // Settling: the go-sdk hands a response to the caller before the
@@ -91,10 +94,18 @@ type flights struct {
 	byTok  sync.Map // upstream progress token → *origin
 	prefix string   // of the gateway's progress tokens, random per process
 	// levels holds the log level each legacy session set (logging/setLevel):
-	// *mcp.ServerSession → mcp.LoggingLevel.
+	// *mcp.ServerSession → sessionLevel.
 	levels sync.Map
 	// upLevels holds the level last set on each legacy upstream.
 	upLevels sync.Map // *upstream.Upstream → mcp.LoggingLevel
+}
+
+// sessionLevel is the log level a legacy session set, and its principal:
+// a log message outside any call goes only to sessions whose principal may
+// see its server.
+type sessionLevel struct {
+	level     mcp.LoggingLevel
+	principal *policy.Principal
 }
 
 type upFlights struct {
@@ -155,7 +166,9 @@ func (f *flights) withLogLevel(up *upstream.Upstream, req mcp.Request, ss *mcp.S
 		level = p.GetMeta()[mcp.MetaKeyLogLevel]
 	}
 	if level == nil && ss != nil {
-		level, _ = f.levels.Load(ss)
+		if v, ok := f.levels.Load(ss); ok {
+			level = v.(sessionLevel).level
+		}
 	}
 	if level == nil {
 		return meta, false
@@ -208,6 +221,14 @@ func (f *flights) end(o *origin) {
 	uf.mu.Unlock()
 }
 
+// busy reports whether calls are in flight on up.
+func (f *flights) busy(up *upstream.Upstream) bool {
+	uf := f.of(up)
+	uf.mu.Lock()
+	defer uf.mu.Unlock()
+	return len(uf.m) > 0
+}
+
 // forget drops the registry's entry of an upstream that was stopped.
 func (f *flights) forget(up *upstream.Upstream) {
 	f.byUp.Delete(up)
@@ -246,40 +267,61 @@ var logLevelOrder = map[mcp.LoggingLevel]int{
 	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,
 }
 
-// setLogLevel records the level a legacy session asked for and sets each
-// pre-2026 upstream that logs to the most verbose level any open session
-// asked for; the SDK filters what each session receives by its own level.
-func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, level mcp.LoggingLevel) {
-	g.flights.levels.Store(ss, level)
-	open := map[*mcp.ServerSession]bool{}
-	for s := range g.server.Sessions() {
-		open[s] = true
+// setLogLevel records the level a legacy session asked for. Each shared
+// pre-2026 upstream that logs is set to the most verbose level any open
+// session asked for (the SDK filters what each session receives by its own
+// level); the session's per-client upstream sessions get its level.
+func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, pr *policy.Principal, level mcp.LoggingLevel) {
+	g.flights.levels.Store(ss, sessionLevel{level: level, principal: pr})
+	g.watchSession(ss) // the level is forgotten when the session ends
+	g.perClient.mu.Lock()
+	var own []*upstream.Upstream
+	for _, d := range g.perClient.byOwner[owner{ss: ss}] {
+		own = append(own, d.up)
+	}
+	g.perClient.mu.Unlock()
+	for _, up := range own {
+		g.applyLogLevel(ctx, ss, up)
 	}
 	most := mcp.LoggingLevel("")
-	g.flights.levels.Range(func(k, v any) bool {
-		if !open[k.(*mcp.ServerSession)] {
-			g.flights.levels.Delete(k)
-			return true
-		}
-		if l := v.(mcp.LoggingLevel); most == "" || logLevelOrder[l] < logLevelOrder[most] {
+	g.flights.levels.Range(func(_, v any) bool {
+		if l := v.(sessionLevel).level; most == "" || logLevelOrder[l] < logLevelOrder[most] {
 			most = l
 		}
 		return true
 	})
 	for _, up := range g.pool.serving() {
-		cat := up.Catalog()
-		if cat == nil || cat.ProtocolVersion >= modernProtocol || cat.Capabilities == nil || cat.Capabilities.Logging == nil {
-			continue
+		if up.SessionMode() == config.SessionPerClient {
+			continue // its calls go to per-client sessions
 		}
-		if prev, ok := g.flights.upLevels.Load(up); ok && prev == most {
-			continue
-		}
-		if err := up.SetLoggingLevel(ctx, most); err != nil {
-			g.log.Warn("setting an upstream's log level", zap.String(keyServer, up.Name()), zap.Error(err))
-			continue
-		}
-		g.flights.upLevels.Store(up, most)
+		g.setUpstreamLevel(ctx, up, most)
 	}
+}
+
+// applyLogLevel sets up, a per-client upstream session of ss, to the level
+// ss asked for, if any.
+func (g *Gateway) applyLogLevel(ctx context.Context, ss *mcp.ServerSession, up *upstream.Upstream) {
+	if v, ok := g.flights.levels.Load(ss); ok {
+		g.setUpstreamLevel(ctx, up, v.(sessionLevel).level)
+	}
+}
+
+// setUpstreamLevel sends logging/setLevel to up when it logs, speaks a
+// protocol before 2026-07-28 (later ones take the level per request), and
+// is not at that level already.
+func (g *Gateway) setUpstreamLevel(ctx context.Context, up *upstream.Upstream, level mcp.LoggingLevel) {
+	cat := up.Catalog()
+	if level == "" || cat == nil || cat.ProtocolVersion >= modernProtocol || cat.Capabilities == nil || cat.Capabilities.Logging == nil {
+		return
+	}
+	if prev, ok := g.flights.upLevels.Load(up); ok && prev == level {
+		return
+	}
+	if err := up.SetLoggingLevel(ctx, level); err != nil {
+		g.log.Warn("setting an upstream's log level", zap.String(keyServer, up.Name()), zap.Error(err))
+		return
+	}
+	g.flights.upLevels.Store(up, level)
 }
 
 // relay implements upstream.Relay for the gateway.
@@ -299,28 +341,41 @@ func link(down, up context.Context) (context.Context, context.CancelFunc) {
 	return c, func() { stop(); cancel() }
 }
 
+// resolve returns the origin of what from sends for method: the call in
+// flight it belongs to (flights.resolve) or, for a per-client upstream
+// session with no call in flight, its downstream session, outside any call.
+func (r relay) resolve(from *upstream.Upstream, method string) (*origin, error) {
+	o, err := r.g.flights.resolve(from, method)
+	if err == nil {
+		return o, nil
+	}
+	if d := r.g.perClient.dedicatedOf(from); d != nil && d.owner.ss != nil {
+		// A background context: the SDK sends it on the session's own
+		// stream (stdio, or the GET stream of streamable HTTP).
+		return &origin{up: from, ss: d.owner.ss, ctx: r.g.runCtx, caps: d.caps, version: d.version}, nil
+	}
+	return nil, err
+}
+
 // target resolves a server→client request of method and checks that its
 // client can take it.
 func (r relay) target(from *upstream.Upstream, method string, capable func(*mcp.ClientCapabilities) bool) (*origin, error) {
-	o, err := r.g.flights.resolve(from, method)
+	o, err := r.resolve(from, method)
 	if err != nil {
 		r.g.log.Warn("server request refused", zap.String(keyServer, from.Name()), zap.String(keyName, method), zap.Error(err))
 		return nil, err
 	}
-	var caps *mcp.ClientCapabilities
-	var version string
-	if o.req != nil {
-		caps, version = o.req.ClientCapabilities(), o.req.ProtocolVersion()
-	}
+	caps, version := o.client()
 	if caps == nil || !capable(caps) {
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf(
 			"manifold: the client of this call does not support %s", method)}
 	}
 	if version >= modernProtocol {
-		// A 2026-07-28 session cannot receive server requests; bridging a
-		// pre-2026 upstream's request into input_required is not built yet.
-		return nil, &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
-			"manifold: cannot relay %s to a %s client: bridging to input_required is not implemented", method, version)}
+		// A 2026-07-28 session cannot receive server requests: only a call
+		// the bridge runs can ask, with input_required (bridge.go).
+		if err := r.bridgeable(from, o, method, version); err != nil {
+			return nil, err
+		}
 	}
 	return o, nil
 }
@@ -331,6 +386,9 @@ func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mc
 	})
 	if err != nil {
 		return nil, err
+	}
+	if bc := bridgedOf(o); bc != nil {
+		return bc.createMessage(ctx, p)
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
@@ -350,6 +408,10 @@ func (r relay) Elicit(ctx context.Context, from *upstream.Upstream, p *mcp.Elici
 	if err != nil {
 		return nil, err
 	}
+	if bc := bridgedOf(o); bc != nil {
+		return bc.elicit(ctx, p)
+	}
+	r.rememberURLElicitation(from, p, o)
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
 	return o.ss.Elicit(dctx, p)
@@ -364,6 +426,9 @@ func (r relay) ListRoots(ctx context.Context, from *upstream.Upstream, p *mcp.Li
 	}
 	if p == nil {
 		p = &mcp.ListRootsParams{}
+	}
+	if bc := bridgedOf(o); bc != nil {
+		return bc.listRoots(ctx, p)
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
@@ -400,26 +465,38 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 	}
 }
 
-// Log forwards a log message of an upstream, tagged with the server name, to
-// the session whose calls are in flight on it; a message that cannot be tied
-// to one session is dropped, never sent across sessions.
+// Log forwards a log message of an upstream, tagged with the server name:
+// to the session of the call in flight it belongs to; outside any call, to
+// a per-client upstream session's own session, and from a shared upstream
+// to every session that asked for logs (logging/setLevel) and whose
+// principal may see the server. A message that cannot be tied to one
+// session while calls of several are in flight is dropped, never crossed.
 func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
-	o, err := r.g.flights.resolve(from, "notifications/message")
-	if err != nil {
-		return
-	}
 	fwd := *p
 	fwd.Logger = from.Name()
 	if p.Logger != "" {
 		fwd.Logger += "/" + p.Logger
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.done {
+	o, err := r.resolve(from, "notifications/message")
+	if err == nil {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.done {
+			return
+		}
+		o.delivered.Add(1)
+		if err := o.ss.Log(o.ctx, &fwd); err != nil {
+			r.g.log.Debug("log message not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
+		}
 		return
 	}
-	o.delivered.Add(1)
-	if err := o.ss.Log(o.ctx, &fwd); err != nil {
-		r.g.log.Debug("log message not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
+	if r.g.flights.busy(from) || r.g.perClient.dedicatedOf(from) != nil {
+		return
 	}
+	r.g.flights.levels.Range(func(k, v any) bool {
+		if r.g.sees(v.(sessionLevel).principal, from.Name()) {
+			_ = k.(*mcp.ServerSession).Log(r.g.runCtx, &fwd)
+		}
+		return true
+	})
 }

@@ -20,9 +20,11 @@ type Status struct {
 	Upstreams []UpstreamStatus `json:"upstreams"`
 	// Draining counts upstreams taken out of service by a reload that are
 	// finishing their calls.
-	Draining int           `json:"draining"`
-	Sessions int           `json:"sessions"`
-	Process  ProcessStatus `json:"process"`
+	Draining int `json:"draining"`
+	Sessions int `json:"sessions"`
+	// Subscriptions counts the resource subscriptions held on upstreams.
+	Subscriptions int           `json:"subscriptions"`
+	Process       ProcessStatus `json:"process"`
 }
 
 // ConfigStatus names the config serving.
@@ -45,6 +47,10 @@ type UpstreamStatus struct {
 	upstream.Status
 	InFlight    int              `json:"inFlight"`
 	Replacement *upstream.Status `json:"replacement,omitempty"`
+	// Session is the server's session mode; ClientSessions counts the
+	// per-client upstream sessions open.
+	Session        string `json:"session"`
+	ClientSessions int    `json:"clientSessions,omitempty"`
 }
 
 // ProcessStatus is the gateway process's own footprint, for spotting leaks.
@@ -61,23 +67,26 @@ func (g *Gateway) Status(pr *policy.Principal) *Status {
 	snap := g.current()
 	last, applied, rejected := g.LastReload()
 	st := &Status{
-		Version:  g.opts.Version,
-		Config:   ConfigStatus{Source: snap.cfg.Source, Hash: snap.cfg.Hash, LoadedAt: snap.loaded},
-		Reloads:  ReloadStatus{Applied: applied, Rejected: rejected, Last: last},
-		Sessions: g.sessionCount(),
-		Process:  ProcessStatus{PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles()},
+		Version:       g.opts.Version,
+		Config:        ConfigStatus{Source: snap.cfg.Source, Hash: snap.cfg.Hash, LoadedAt: snap.loaded},
+		Reloads:       ReloadStatus{Applied: applied, Rejected: rejected, Last: last},
+		Sessions:      g.sessionCount(),
+		Subscriptions: g.subscriptionCount(),
+		Process:       ProcessStatus{PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles()},
 	}
 	var visible map[string]bool
 	if pr != nil && !snap.access.policy.Unrestricted() {
 		visible = filterView(g.routes.Load(), snap.access.policy, pr).servers
 	}
+	clientSessions := g.perClient.countByBase()
 	g.pool.mu.Lock()
 	st.Draining = len(g.pool.draining)
 	for _, up := range g.pool.serving() {
 		if visible != nil && !visible[up.Name()] {
 			continue
 		}
-		us := UpstreamStatus{Status: up.Status(), InFlight: up.InFlight()}
+		us := UpstreamStatus{Status: up.Status(), InFlight: up.InFlight(), Session: up.SessionMode(),
+			ClientSessions: clientSessions[up]}
 		if m := g.pool.members[up.Name()]; m != nil && m.next != nil {
 			next := m.next.Status()
 			us.Replacement = &next

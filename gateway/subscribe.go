@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,9 +17,8 @@ import (
 // last one unsubscribes or ends. The SDK delivers resources/updated only to
 // the sessions subscribed to the URI as they know it.
 type subscriptions struct {
-	mu      sync.Mutex
-	refs    map[subKey]map[*mcp.ServerSession]bool
-	watched map[*mcp.ServerSession]bool // sessions whose end releases their subscriptions
+	mu   sync.Mutex
+	refs map[subKey]map[*mcp.ServerSession]bool
 }
 
 // subKey is one upstream subscription: the upstream and its own URI.
@@ -32,13 +32,19 @@ type subKey struct {
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	rt, ok := g.routes.Load().resource(req.Params.URI)
 	if !ok {
-		return mcp.ResourceNotFoundError(req.Params.URI)
+		return resourceNotFound(req, req.Params.URI)
 	}
+	rt, err := g.upstreamFor(ctx, req, rt)
+	if err != nil {
+		return upstreamError(err)
+	}
+	// The SDK does not unsubscribe a session that ends.
+	g.watchSession(req.Session)
 	s, key := &g.subs, subKey{rt.up, rt.original}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refs == nil {
-		s.refs, s.watched = map[subKey]map[*mcp.ServerSession]bool{}, map[*mcp.ServerSession]bool{}
+		s.refs = map[subKey]map[*mcp.ServerSession]bool{}
 	}
 	if len(s.refs[key]) == 0 {
 		if err := rt.up.Subscribe(ctx, rt.original); err != nil {
@@ -47,15 +53,6 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		s.refs[key] = map[*mcp.ServerSession]bool{}
 	}
 	s.refs[key][req.Session] = true
-	if !s.watched[req.Session] {
-		s.watched[req.Session] = true
-		// The SDK does not unsubscribe a session that ends; this goroutine
-		// ends with the session.
-		go func(ss *mcp.ServerSession) {
-			_ = ss.Wait()
-			g.releaseSession(ss)
-		}(req.Session)
-	}
 	return nil
 }
 
@@ -63,7 +60,14 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
 	rt, ok := g.routes.Load().resource(req.Params.URI)
 	if !ok {
-		return mcp.ResourceNotFoundError(req.Params.URI)
+		return resourceNotFound(req, req.Params.URI)
+	}
+	if rt.up.SessionMode() == config.SessionPerClient {
+		d := g.perClient.find(req.Session, rt.up)
+		if d == nil {
+			return nil // nothing subscribed through it
+		}
+		rt.up = d.up
 	}
 	s, key := &g.subs, subKey{rt.up, rt.original}
 	s.mu.Lock()
@@ -86,7 +90,6 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 func (g *Gateway) releaseSession(ss *mcp.ServerSession) {
 	s := &g.subs
 	s.mu.Lock()
-	delete(s.watched, ss)
 	var gone []subKey
 	for key, sessions := range s.refs {
 		if sessions[ss] {
@@ -104,6 +107,39 @@ func (g *Gateway) releaseSession(ss *mcp.ServerSession) {
 			g.log.Debug("unsubscribing upstream", zap.String(keyServer, key.up.Name()), zap.Error(err))
 		}
 		cancel()
+	}
+}
+
+// forget drops the subscriptions held through up, a dedicated upstream
+// session being closed: they end with it.
+func (s *subscriptions) forget(up *upstream.Upstream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.refs {
+		if key.up == up {
+			delete(s.refs, key)
+		}
+	}
+}
+
+// moveSubscriptions hands the subscriptions held on old, a shared upstream being
+// replaced, to next, and subscribes next to their URIs.
+func (g *Gateway) moveSubscriptions(ctx context.Context, old, next *upstream.Upstream) {
+	s := &g.subs
+	s.mu.Lock()
+	var uris []string
+	for key, sessions := range s.refs {
+		if key.up == old {
+			delete(s.refs, key)
+			s.refs[subKey{next, key.uri}] = sessions
+			uris = append(uris, key.uri)
+		}
+	}
+	s.mu.Unlock()
+	for _, uri := range uris {
+		if err := next.Subscribe(ctx, uri); err != nil {
+			g.log.Warn("renewing a subscription on a replaced upstream", zap.String(keyServer, next.Name()), zap.Error(err))
+		}
 	}
 }
 

@@ -108,17 +108,53 @@ func (u *Upstream) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) 
 }
 
 // Subscribe forwards resources/subscribe for uri (the upstream's own URI).
+// The subscription is renewed whenever the upstream reconnects, until
+// Unsubscribe.
 func (u *Upstream) Subscribe(ctx context.Context, uri string) error {
 	_, err := call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
 		return struct{}{}, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 	})
+	if err == nil {
+		u.mu.Lock()
+		if u.subs == nil {
+			u.subs = map[string]bool{}
+		}
+		u.subs[uri] = true
+		u.mu.Unlock()
+	}
 	return err
 }
 
 // Unsubscribe forwards resources/unsubscribe for uri.
 func (u *Upstream) Unsubscribe(ctx context.Context, uri string) error {
+	u.mu.Lock()
+	delete(u.subs, uri)
+	u.mu.Unlock()
 	_, err := call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
 		return struct{}{}, cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
 	})
 	return err
+}
+
+// Subscriptions returns the number of resource URIs subscribed to.
+func (u *Upstream) Subscriptions() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.subs)
+}
+
+// rootsChanged is the placeholder root whose (re)addition makes the go-sdk
+// client send notifications/roots/list_changed: the client's own roots are
+// never listed, since roots/list is relayed (see relayRequests).
+var rootsChanged = &mcp.Root{URI: "manifold:roots-changed"}
+
+// NotifyRootsListChanged sends notifications/roots/list_changed to the
+// server, when the connection declared roots with listChanged.
+func (u *Upstream) NotifyRootsListChanged() {
+	u.mu.Lock()
+	c := u.client
+	u.mu.Unlock()
+	if c != nil {
+		c.AddRoots(rootsChanged)
+	}
 }

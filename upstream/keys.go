@@ -9,4 +9,5 @@ const (
 	keyPrompts   = "prompts"
 	keyResources = "resources"
 	keyTemplates = "templates"
+	keyURI       = "uri"
 )

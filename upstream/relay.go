@@ -20,6 +20,9 @@ type Relay interface {
 	Progress(from *Upstream, p *mcp.ProgressNotificationParams)
 	Log(from *Upstream, p *mcp.LoggingMessageParams)
 	ResourceUpdated(from *Upstream, p *mcp.ResourceUpdatedNotificationParams)
+	// ElicitationComplete receives notifications/elicitation/complete, which
+	// ends a URL mode elicitation (protocol version 2025-11-25).
+	ElicitationComplete(from *Upstream, p *mcp.ElicitationCompleteParams)
 }
 
 // relayRequests answers the server→client requests the connection declared
@@ -74,6 +77,11 @@ func (u *Upstream) relayNotifications(o *mcp.ClientOptions) {
 	o.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 		if req.Params != nil {
 			r.ResourceUpdated(u, req.Params)
+		}
+	}
+	o.ElicitationCompleteHandler = func(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+		if req.Params != nil {
+			r.ElicitationComplete(u, req.Params)
 		}
 	}
 }

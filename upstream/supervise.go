@@ -79,7 +79,8 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 			conn.stop(0)
 		}
 	})
-	cs, err := u.newClient().Connect(cctx, conn.transport, nil)
+	client := u.newClient()
+	cs, err := client.Connect(cctx, conn.transport, nil)
 	close(connecting)
 	abort()
 	if err != nil {
@@ -103,12 +104,13 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 		return fmt.Errorf("list: %w", connectError(cctx, err, u.opts.ConnectTimeout))
 	}
 	u.catalog.Store(cat)
+	u.resubscribe(cctx, cs)
 	u.mu.Lock()
-	u.session = cs
+	u.session, u.client = cs, client
 	u.mu.Unlock()
 	defer func() {
 		u.mu.Lock()
-		u.session = nil
+		u.session, u.client = nil, nil
 		u.mu.Unlock()
 	}()
 	u.setState(StateReady, nil, conn.pid())
@@ -197,6 +199,26 @@ func (u *Upstream) listChanged(k kind) {
 	select {
 	case u.refresh <- struct{}{}:
 	default:
+	}
+}
+
+// resubscribe renews on a new connection the resource subscriptions held
+// before it, and tells the relay each resource may have changed meanwhile.
+func (u *Upstream) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
+	u.mu.Lock()
+	uris := make([]string, 0, len(u.subs))
+	for uri := range u.subs {
+		uris = append(uris, uri)
+	}
+	u.mu.Unlock()
+	for _, uri := range uris {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			u.log.Warn("renewing a resource subscription", zap.String(keyURI, uri), zap.Error(err))
+			continue
+		}
+		if u.opts.Relay != nil {
+			u.opts.Relay.ResourceUpdated(u, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
 	}
 }
 

@@ -133,6 +133,7 @@ func setDefault[T comparable](p *T, v T) {
 // use. Start it once; Close stops it and waits for its goroutines.
 type Upstream struct {
 	cfg         config.Server
+	mode        string // cfg.SessionMode()
 	opts        Options
 	log         *zap.Logger
 	callTimeout time.Duration
@@ -144,10 +145,18 @@ type Upstream struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
+	client  *mcp.Client // of session
 	status  Status
+	// subs are the resource URIs subscribed to, renewed on every new
+	// connection.
+	subs map[string]bool
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// attempted is closed when the first connection attempt has ended,
+	// ready or failed (or the upstream stopped).
+	attempted     chan struct{}
+	attemptedOnce sync.Once
 }
 
 // New returns an Upstream for cfg; call Start to connect.
@@ -155,11 +164,13 @@ func New(cfg config.Server, opts *Options) *Upstream {
 	o := opts.withDefaults()
 	u := &Upstream{
 		cfg:         cfg,
+		mode:        cfg.SessionMode(),
 		opts:        o,
 		log:         o.Logger,
 		callTimeout: o.CallTimeout,
 		refresh:     make(chan struct{}, 1),
 		done:        make(chan struct{}),
+		attempted:   make(chan struct{}),
 	}
 	if cfg.Timeout > 0 {
 		u.callTimeout = cfg.Timeout
@@ -178,6 +189,9 @@ func (u *Upstream) Name() string { return u.cfg.Name }
 
 // Config returns the server config the Upstream was built from.
 func (u *Upstream) Config() config.Server { return u.cfg }
+
+// SessionMode is the server's effective session mode (config.Server.SessionMode).
+func (u *Upstream) SessionMode() string { return u.mode }
 
 // Catalog returns the latest listing, or nil before the first successful
 // connect. It is kept while the upstream restarts, so that its names stay
@@ -229,7 +243,14 @@ func (u *Upstream) setState(s State, err error, pid int) {
 	}
 	u.status.PID = pid
 	u.mu.Unlock()
+	if s != StateConnecting {
+		u.attemptedOnce.Do(func() { close(u.attempted) })
+	}
 }
+
+// Attempted is closed once the first connection attempt has ended: the
+// upstream is then ready, failed (and retrying), or stopped.
+func (u *Upstream) Attempted() <-chan struct{} { return u.attempted }
 
 // acquire takes a concurrency slot and returns the live session.
 func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {

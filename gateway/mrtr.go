@@ -1,0 +1,380 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Multi round-trip requests (MRTR) across protocol versions.
+//
+// tools/call, prompts/get and resources/read may take several rounds when
+// a server needs input from the client. How the gateway carries them
+// depends on both ends (mediate):
+//
+//	client      upstream    rounds
+//	2026-07-28  2026-07-28  the upstream's input_required results and
+//	                        requestState pass through untouched
+//	2026-07-28  older       the bridge turns the upstream's requests into
+//	                        input_required results (bridge.go)
+//	older       2026-07-28  the handler asks the client with real requests
+//	                        and retries the upstream itself, for up to
+//	                        maxMRTRRounds upstream requests (fulfilRounds)
+//	older       older       server requests are relayed (relay.go)
+//
+// The SDK's own server-side fallback for older clients fulfils one round
+// only; fulfilRounds never hands it an input_required result.
+
+// maxMRTRRounds bounds the upstream requests of one call of an older client
+// to a 2026-07-28 upstream that keeps asking for input (the go-sdk client
+// allows as many).
+const maxMRTRRounds = 10
+
+// mrtrMethod is what mediate needs to know of one MRTR method, with request
+// type Q and result type R.
+type mrtrMethod[Q mcp.Request, R mcp.Result] struct {
+	name string // the MCP method
+	// forward sends a routed, allowed request to rt's upstream and turns
+	// its answer into the client's (the handler's body).
+	forward func(g *Gateway, ctx context.Context, req Q, rt route) (R, error)
+	// input returns the answers and requestState a retry carries.
+	input func(req Q) (mcp.InputResponseMap, string)
+	// retry returns a copy of req that carries answers and state.
+	retry func(req Q, answers mcp.InputResponseMap, state string) Q
+	// asks returns the input requests and requestState of res when it is
+	// an input_required result.
+	asks func(res R) (mcp.InputRequestMap, string, bool)
+	// ask returns the input_required result asking for irs.
+	ask func(irs mcp.InputRequestMap, state string) R
+	// toolError returns res as a tool result with isError, for errors an
+	// older client does not know; false for methods without one.
+	toolError func(text string) (R, bool)
+}
+
+// inputRequiredJSON sets the SDK's unexported resultType when unmarshalled
+// into a result: the only way to mark one input_required that does not go
+// through the SDK's own handler (resources/read, see interceptor).
+var inputRequiredJSON = []byte(`{"resultType":"input_required"}`)
+
+var toolMRTR = mrtrMethod[*mcp.CallToolRequest, *mcp.CallToolResult]{
+	name:    "tools/call",
+	forward: (*Gateway).forwardTool,
+	input: func(req *mcp.CallToolRequest) (mcp.InputResponseMap, string) {
+		if req.Params == nil {
+			return nil, ""
+		}
+		return req.Params.InputResponses, req.Params.RequestState
+	},
+	retry: func(req *mcp.CallToolRequest, answers mcp.InputResponseMap, state string) *mcp.CallToolRequest {
+		r, p := *req, *req.Params
+		p.InputResponses, p.RequestState = answers, state
+		r.Params = &p
+		return &r
+	},
+	asks: func(res *mcp.CallToolResult) (mcp.InputRequestMap, string, bool) {
+		return res.InputRequests, res.RequestState, res.NeedsInput()
+	},
+	ask: func(irs mcp.InputRequestMap, state string) *mcp.CallToolResult {
+		r := &mcp.CallToolResult{}
+		_ = r.UnmarshalJSON(inputRequiredJSON)
+		r.InputRequests, r.RequestState = irs, state
+		return r
+	},
+	toolError: func(text string) (*mcp.CallToolResult, bool) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}, true
+	},
+}
+
+var promptMRTR = mrtrMethod[*mcp.GetPromptRequest, *mcp.GetPromptResult]{
+	name:    "prompts/get",
+	forward: (*Gateway).forwardPrompt,
+	input: func(req *mcp.GetPromptRequest) (mcp.InputResponseMap, string) {
+		if req.Params == nil {
+			return nil, ""
+		}
+		return req.Params.InputResponses, req.Params.RequestState
+	},
+	retry: func(req *mcp.GetPromptRequest, answers mcp.InputResponseMap, state string) *mcp.GetPromptRequest {
+		r, p := *req, *req.Params
+		p.InputResponses, p.RequestState = answers, state
+		r.Params = &p
+		return &r
+	},
+	asks: func(res *mcp.GetPromptResult) (mcp.InputRequestMap, string, bool) {
+		return res.InputRequests, res.RequestState, res.NeedsInput()
+	},
+	ask: func(irs mcp.InputRequestMap, state string) *mcp.GetPromptResult {
+		r := &mcp.GetPromptResult{}
+		_ = r.UnmarshalJSON(inputRequiredJSON)
+		r.InputRequests, r.RequestState = irs, state
+		return r
+	},
+	toolError: func(string) (*mcp.GetPromptResult, bool) { return nil, false },
+}
+
+var readMRTR = mrtrMethod[*mcp.ReadResourceRequest, *mcp.ReadResourceResult]{
+	name:    "resources/read",
+	forward: (*Gateway).forwardRead,
+	input: func(req *mcp.ReadResourceRequest) (mcp.InputResponseMap, string) {
+		if req.Params == nil {
+			return nil, ""
+		}
+		return req.Params.InputResponses, req.Params.RequestState
+	},
+	retry: func(req *mcp.ReadResourceRequest, answers mcp.InputResponseMap, state string) *mcp.ReadResourceRequest {
+		r, p := *req, *req.Params
+		p.InputResponses, p.RequestState = answers, state
+		r.Params = &p
+		return &r
+	},
+	asks: func(res *mcp.ReadResourceResult) (mcp.InputRequestMap, string, bool) {
+		return res.InputRequests, res.RequestState, res.NeedsInput()
+	},
+	ask: func(irs mcp.InputRequestMap, state string) *mcp.ReadResourceResult {
+		r := &mcp.ReadResourceResult{}
+		_ = r.UnmarshalJSON(inputRequiredJSON)
+		r.InputRequests, r.RequestState = irs, state
+		return r
+	},
+	toolError: func(string) (*mcp.ReadResourceResult, bool) { return nil, false },
+}
+
+// bridgeTool serves a routed, allowed tools/call (see mediate).
+func (g *Gateway) bridgeTool(ctx context.Context, req *mcp.CallToolRequest, rt route) (*mcp.CallToolResult, error) {
+	return mediate(ctx, g, &toolMRTR, req, rt)
+}
+
+// bridgePrompt serves a routed, allowed prompts/get (see mediate).
+func (g *Gateway) bridgePrompt(ctx context.Context, req *mcp.GetPromptRequest, rt route) (*mcp.GetPromptResult, error) {
+	return mediate(ctx, g, &promptMRTR, req, rt)
+}
+
+// bridgeRead serves a routed, allowed resources/read (see mediate).
+func (g *Gateway) bridgeRead(ctx context.Context, req *mcp.ReadResourceRequest, rt route) (*mcp.ReadResourceResult, error) {
+	return mediate(ctx, g, &readMRTR, req, rt)
+}
+
+// mediate serves req, routed to rt, by the protocol versions of the client
+// and the upstream (see the table above), then puts an error the client's
+// version does not know into one it does (translateError).
+func mediate[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q, rt route) (R, error) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	version := protocolVersion(req, ss)
+	_, state := m.input(req)
+	upVersion := upstreamVersion(rt.up)
+	var res R
+	var err error
+	switch {
+	case isBridgeState(state):
+		res, err = bridgeResume(ctx, g, m, req)
+	case version >= modernProtocol && upVersion < modernProtocol:
+		res, err = bridgeStart(ctx, g, m, req, rt)
+	case version < modernProtocol && upVersion >= modernProtocol:
+		res, err = fulfilRounds(ctx, g, m, req, rt, ss)
+	default:
+		res, err = m.forward(g, ctx, req, rt)
+	}
+	if err != nil {
+		return translateError(g, m, ss, version, rt.up, res, err)
+	}
+	return res, nil
+}
+
+// upstreamVersion is the protocol version up negotiated; "" before it
+// connected.
+func upstreamVersion(up *upstream.Upstream) string {
+	if cat := up.Catalog(); cat != nil {
+		return cat.ProtocolVersion
+	}
+	return ""
+}
+
+// fulfilRounds serves req of a client older than 2026-07-28 on a
+// 2026-07-28 upstream: while the upstream answers input_required, it asks
+// the client for each input with a real request (on the stream of ctx,
+// the handler's), and retries with the answers and the upstream's
+// requestState. A client's refusal (decline, cancel) is an answer and goes
+// to the upstream as such; a client's error ends the call with it, since
+// MRTR has no way to carry an error upstream.
+func fulfilRounds[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q, rt route, ss *mcp.ServerSession) (R, error) {
+	var zero R
+	for round := 1; ; round++ {
+		g.exchange(ctx).setRounds(round)
+		res, err := m.forward(g, ctx, req, rt)
+		if err != nil {
+			return res, err
+		}
+		irs, state, more := m.asks(res)
+		if !more {
+			return res, nil
+		}
+		if round >= maxMRTRRounds {
+			return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+				"manifold: upstream %q still asks for input after %d rounds", rt.up.Name(), round)}
+		}
+		if ss == nil {
+			return zero, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: the upstream asks for input, and this client has no session to ask"}
+		}
+		var caps *mcp.ClientCapabilities
+		if cr, ok := any(req).(callerRequest); ok {
+			caps = cr.ClientCapabilities()
+		}
+		answers, err := fulfil(ctx, ss, caps, irs)
+		if err != nil {
+			return zero, err
+		}
+		req = m.retry(req, answers, state)
+	}
+}
+
+// fulfil asks the client of ss, in parallel, for each input request of
+// irs, after checking that its capabilities cover them all.
+func fulfil(ctx context.Context, ss *mcp.ServerSession, caps *mcp.ClientCapabilities, irs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+	for _, ir := range irs {
+		if !inputCapable(caps, ir) {
+			return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf(
+				"manifold: the upstream asks for %s, which this client does not support", inputMethod(ir))}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx) // keeps the handler's stream
+	defer cancel()
+	answers := make(mcp.InputResponseMap, len(irs))
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for id, ir := range irs {
+		wg.Go(func() {
+			a, err := askClient(ctx, ss, ir)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = clientError(ir, err)
+					cancel()
+				}
+				return
+			}
+			answers[id] = a
+		})
+	}
+	wg.Wait()
+	return answers, first
+}
+
+// askClient sends input request ir to the client of ss as a real request.
+// A panic (the SDK has no recover) becomes an error.
+func askClient(ctx context.Context, ss *mcp.ServerSession, ir mcp.InputRequest) (a mcp.InputResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a, err = nil, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	switch p := ir.(type) {
+	case *mcp.ElicitParams:
+		return answer(ss.Elicit(ctx, p))
+	case *mcp.CreateMessageWithToolsParams:
+		return answer(ss.CreateMessageWithTools(ctx, p))
+	case *mcp.CreateMessageParams:
+		return answer(ss.CreateMessageWithTools(ctx, withTools(p)))
+	case *mcp.ListRootsParams:
+		return answer(ss.ListRoots(ctx, p))
+	}
+	return nil, fmt.Errorf("unknown input request %T", ir)
+}
+
+// answer is r as an input response, or err (never a typed nil).
+func answer[T mcp.InputResponse](r T, err error) (mcp.InputResponse, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// clientError is the error the client gets when it failed to answer ir:
+// its own JSON-RPC error as it was, or an internal error naming the input.
+func clientError(ir mcp.InputRequest, err error) error {
+	if rpcErr, ok := mcpx.AsRPCError(err); ok {
+		return rpcErr
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("manifold: asking the client for %s: %v", inputMethod(ir), err)}
+}
+
+// withTools is p in the form the SDK's ServerSession sends.
+func withTools(p *mcp.CreateMessageParams) *mcp.CreateMessageWithToolsParams {
+	msgs := make([]*mcp.SamplingMessageV2, 0, len(p.Messages))
+	for _, m := range p.Messages {
+		msgs = append(msgs, &mcp.SamplingMessageV2{Content: []mcp.Content{m.Content}, Role: m.Role})
+	}
+	return &mcp.CreateMessageWithToolsParams{
+		Meta: p.Meta, IncludeContext: p.IncludeContext, MaxTokens: p.MaxTokens, Messages: msgs,
+		Metadata: p.Metadata, ModelPreferences: p.ModelPreferences, StopSequences: p.StopSequences,
+		SystemPrompt: p.SystemPrompt, Temperature: p.Temperature,
+	}
+}
+
+// inputMethod is the method of an input request.
+func inputMethod(ir mcp.InputRequest) string {
+	switch ir.(type) {
+	case *mcp.ElicitParams:
+		return "elicitation/create"
+	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
+		return "sampling/createMessage"
+	case *mcp.ListRootsParams:
+		return "roots/list"
+	}
+	return fmt.Sprintf("%T", ir)
+}
+
+// inputCapable reports whether a client with capabilities c can answer ir,
+// by the rules relay.go applies to server requests.
+func inputCapable(c *mcp.ClientCapabilities, ir mcp.InputRequest) bool {
+	if c == nil {
+		return false
+	}
+	switch p := ir.(type) {
+	case *mcp.ElicitParams:
+		if c.Elicitation == nil {
+			return false
+		}
+		return !(p.Mode == "url" || p.Mode == "" && p.URL != "") || c.Elicitation.URL != nil
+	case *mcp.CreateMessageWithToolsParams:
+		return c.Sampling != nil && (len(p.Tools) == 0 || c.Sampling.Tools != nil)
+	case *mcp.CreateMessageParams:
+		return c.Sampling != nil
+	case *mcp.ListRootsParams:
+		return c.RootsV2 != nil || c.Roots.ListChanged
+	}
+	return false
+}
+
+// setRounds notes the MRTR round a request is (1 for the first), for its
+// audit record.
+func (x *exchange) setRounds(n int) {
+	if x != nil {
+		x.rounds = n
+	}
+}
+
+// bridgedRound notes that the request is round n of a bridged call begun
+// at start: its audit record, if it ends the call, spans the whole call.
+func (x *exchange) bridgedRound(n int, start time.Time) {
+	if x != nil {
+		x.rounds, x.callStart = n, start
+	}
+}
+
+// markInterim notes that the request answered input_required for a
+// bridged call: a later round writes the call's audit record.
+func (x *exchange) markInterim() {
+	if x != nil {
+		x.interim = true
+	}
+}

@@ -1,0 +1,369 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// Per-client upstream sessions (DESIGN.md decision 3, `session: per-client`).
+//
+// A per-client server has one upstream in the pool, connected with the
+// gateway's relay capabilities, which supplies its catalog (tools, prompts,
+// resources and their list_changed). Calls never use it: each downstream
+// session gets its own upstream session of that server, opened lazily on
+// its first call, declaring that client's capabilities, and closed when the
+// downstream session ends. Everything that upstream session sends toward a
+// client therefore has exactly one destination, in a call or outside one.
+//
+// 2026-07-28 clients have no session: they share one upstream session per
+// principal, closed after gateway.limits.sessionIdleTimeout without calls.
+
+// owner is who a dedicated upstream session serves: a downstream session,
+// or a principal of sessionless 2026-07-28 clients.
+type owner struct {
+	ss        *mcp.ServerSession
+	principal string
+}
+
+// dedicated is one per-client upstream session.
+type dedicated struct {
+	owner owner
+	base  *upstream.Upstream // the pool's upstream of the server
+	up    *upstream.Upstream
+	// caps and version are the client's, for relaying outside any call.
+	caps    *mcp.ClientCapabilities
+	version string
+	used    atomic.Int64 // unix nanoseconds of the last call
+}
+
+// perClient is the registry of dedicated upstream sessions.
+type perClient struct {
+	mu      sync.Mutex
+	byOwner map[owner]map[*upstream.Upstream]*dedicated // by base upstream
+	byUp    map[*upstream.Upstream]*dedicated
+	// watched are the downstream sessions whose end is awaited.
+	watched map[*mcp.ServerSession]bool
+	reaping bool // the idle reaper of principal-owned sessions runs
+}
+
+// dedicatedOf returns the record of a dedicated upstream, or nil for a
+// pool upstream.
+func (p *perClient) dedicatedOf(up *upstream.Upstream) *dedicated {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byUp[up]
+}
+
+// find returns ss's dedicated session of base's server, or nil.
+func (p *perClient) find(ss *mcp.ServerSession, base *upstream.Upstream) *dedicated {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byOwner[owner{ss: ss}][base]
+}
+
+// countByBase returns the number of dedicated upstream sessions open, by
+// pool upstream.
+func (p *perClient) countByBase() map[*upstream.Upstream]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := make(map[*upstream.Upstream]int, len(p.byUp))
+	for _, d := range p.byUp {
+		n[d.base]++
+	}
+	return n
+}
+
+// relayCapabilities returns what the gateway declares to the shared
+// upstream of s: the capabilities it can relay, as s.Relay allows. Roots
+// carry no listChanged: a shared upstream serves many clients, whose roots
+// differ.
+func relayCapabilities(s config.Server) *mcp.ClientCapabilities {
+	caps := &mcp.ClientCapabilities{}
+	if s.Relays(config.RelaySampling) {
+		caps.Sampling = &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}}
+	}
+	if s.Relays(config.RelayElicitation) {
+		caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
+	}
+	if s.Relays(config.RelayRoots) {
+		caps.RootsV2 = &mcp.RootCapabilities{}
+	}
+	return caps
+}
+
+// clientRelayCapabilities returns the capabilities a dedicated upstream
+// session declares for a client that declared caps: those the gateway
+// relays (sampling, elicitation, roots), exactly as the client declared
+// them.
+func clientRelayCapabilities(caps *mcp.ClientCapabilities) *mcp.ClientCapabilities {
+	out := &mcp.ClientCapabilities{}
+	if caps == nil {
+		return out
+	}
+	out.Sampling = caps.Sampling
+	out.Elicitation = caps.Elicitation
+	switch {
+	case caps.RootsV2 != nil:
+		r := *caps.RootsV2
+		out.RootsV2 = &r
+	case caps.Roots.ListChanged:
+		out.RootsV2 = &mcp.RootCapabilities{ListChanged: true}
+	}
+	return out
+}
+
+// upstreamFor returns the route rt with the upstream that serves req: the
+// pool's for a shared server, the caller's dedicated session for a
+// per-client one (opened on first use).
+func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (route, error) {
+	if rt.up.SessionMode() != config.SessionPerClient {
+		return rt, nil
+	}
+	d, err := g.dedicatedFor(ctx, req, rt.up)
+	if err != nil {
+		return route{}, err
+	}
+	d.used.Store(time.Now().UnixNano())
+	rt.up = d.up
+	return rt, nil
+}
+
+// dedicatedFor returns req's dedicated session of base's server, opening it
+// when there is none.
+func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstream.Upstream) (*dedicated, error) {
+	var caps *mcp.ClientCapabilities
+	var version string
+	if cr, ok := req.(callerRequest); ok {
+		caps, version = cr.ClientCapabilities(), cr.ProtocolVersion()
+	}
+	var o owner
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if version >= modernProtocol || ss == nil {
+		pr, ok := principal(ctx, g.current().access, req)
+		if !ok {
+			return nil, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: no principal for a per-client upstream session"}
+		}
+		o.principal = pr.Key()
+	} else {
+		o.ss = ss
+	}
+
+	// Lock order: g.pool.mu before p.mu (drain holds the first).
+	g.pool.mu.Lock()
+	runCtx, closed := g.runCtx, g.pool.closed
+	g.pool.mu.Unlock()
+	if closed || runCtx == nil {
+		return nil, fmt.Errorf("upstream %q: %w", base.Name(), upstream.ErrClosed)
+	}
+	p := &g.perClient
+	p.mu.Lock()
+	if d := p.byOwner[o][base]; d != nil {
+		p.mu.Unlock()
+		return d.waitReady(ctx)
+	}
+	d := &dedicated{owner: o, base: base, version: version, caps: caps}
+	opts := g.upstreamOptions(base.Config(), &g.current().cfg.Gateway)
+	opts.Capabilities = clientRelayCapabilities(caps)
+	opts.OnChange = nil // its catalog is the pool upstream's
+	d.up = upstream.New(base.Config(), opts)
+	if p.byOwner == nil {
+		p.byOwner = map[owner]map[*upstream.Upstream]*dedicated{}
+		p.byUp = map[*upstream.Upstream]*dedicated{}
+		p.watched = map[*mcp.ServerSession]bool{}
+	}
+	if p.byOwner[o] == nil {
+		p.byOwner[o] = map[*upstream.Upstream]*dedicated{}
+	}
+	p.byOwner[o][base] = d
+	p.byUp[d.up] = d
+	// Started under the gateway's run context: a gateway closing now stops
+	// it too.
+	d.up.Start(runCtx)
+	if o.ss == nil && !p.reaping {
+		p.reaping = true
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			g.reapIdle(runCtx)
+		}()
+	}
+	p.mu.Unlock()
+	if o.ss != nil {
+		g.watchSession(o.ss)
+	}
+	g.log.Debug("per-client upstream session opened", zap.String(keyServer, base.Name()))
+	d, err := d.waitReady(ctx)
+	if err != nil {
+		g.closeDedicated([]*dedicated{d})
+		return nil, err
+	}
+	if o.ss != nil {
+		g.applyLogLevel(ctx, o.ss, d.up)
+	}
+	return d, nil
+}
+
+// waitReady waits for d's first connection attempt, and returns d when it
+// is ready.
+func (d *dedicated) waitReady(ctx context.Context) (*dedicated, error) {
+	select {
+	case <-d.up.Attempted():
+	case <-ctx.Done():
+		return d, ctx.Err()
+	}
+	if s := d.up.Status(); s.State != upstream.StateReady {
+		return d, fmt.Errorf("upstream %q: %w: no session for this client (%s)", d.up.Name(), upstream.ErrUnavailable, s.Error)
+	}
+	return d, nil
+}
+
+// watchSession releases what a downstream session holds when it ends: its
+// dedicated upstream sessions, resource subscriptions and log level. The
+// SDK has no hook for it; the goroutine ends with the session.
+func (g *Gateway) watchSession(ss *mcp.ServerSession) {
+	p := &g.perClient
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watched == nil {
+		p.watched = map[*mcp.ServerSession]bool{}
+	}
+	if p.watched[ss] {
+		return
+	}
+	p.watched[ss] = true
+	go func() {
+		_ = ss.Wait()
+		g.sessionEnded(ss)
+	}()
+}
+
+// sessionEnded releases what ss held.
+func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
+	p := &g.perClient
+	p.mu.Lock()
+	delete(p.watched, ss)
+	var gone []*dedicated
+	for _, d := range p.byOwner[owner{ss: ss}] {
+		gone = append(gone, d)
+	}
+	p.mu.Unlock()
+	g.closeDedicated(gone) // first: their subscriptions end with them
+	g.releaseSession(ss)
+	g.flights.levels.Delete(ss)
+}
+
+// closeDedicated forgets ds and stops their upstream sessions.
+func (g *Gateway) closeDedicated(ds []*dedicated) {
+	if len(ds) == 0 {
+		return
+	}
+	p := &g.perClient
+	p.mu.Lock()
+	for _, d := range ds {
+		if p.byOwner[d.owner][d.base] == d {
+			delete(p.byOwner[d.owner], d.base)
+			if len(p.byOwner[d.owner]) == 0 {
+				delete(p.byOwner, d.owner)
+			}
+		}
+		delete(p.byUp, d.up)
+	}
+	p.mu.Unlock()
+	timeout := g.current().cfg.Gateway.Timeouts.Drain
+	for _, d := range ds {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := d.up.Close(ctx); err != nil {
+			g.log.Warn("stopping a per-client upstream session", zap.String(keyServer, d.up.Name()), zap.Error(err))
+		}
+		cancel()
+		g.flights.forget(d.up)
+		g.subs.forget(d.up)
+	}
+}
+
+// takeBase removes and returns the dedicated sessions of a pool
+// upstream taken out of service; the caller drains them.
+func (p *perClient) takeBase(base *upstream.Upstream) []*dedicated {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*dedicated
+	for o, m := range p.byOwner {
+		if d := m[base]; d != nil {
+			out = append(out, d)
+			delete(m, base)
+			delete(p.byUp, d.up)
+			if len(m) == 0 {
+				delete(p.byOwner, o)
+			}
+		}
+	}
+	return out
+}
+
+// all removes and returns every dedicated session (Close).
+func (p *perClient) all() []*upstream.Upstream {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*upstream.Upstream, 0, len(p.byUp))
+	for up := range p.byUp {
+		out = append(out, up)
+	}
+	p.byUp, p.byOwner = nil, nil
+	return out
+}
+
+// reapIdle closes the principal-owned dedicated sessions (2026-07-28
+// clients) that had no call for gateway.limits.sessionIdleTimeout and have
+// none in flight, until ctx is done.
+func (g *Gateway) reapIdle(ctx context.Context) {
+	for {
+		idle := g.current().cfg.Gateway.Limits.SessionIdleTimeout
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(max(idle/4, time.Second), time.Minute)):
+		}
+		cutoff := time.Now().Add(-idle).UnixNano()
+		p := &g.perClient
+		p.mu.Lock()
+		var gone []*dedicated
+		for o, m := range p.byOwner {
+			if o.ss != nil {
+				continue
+			}
+			for _, d := range m {
+				if d.used.Load() < cutoff && d.up.InFlight() == 0 {
+					gone = append(gone, d)
+				}
+			}
+		}
+		p.mu.Unlock()
+		g.closeDedicated(gone)
+	}
+}
+
+// rootsChanged is the SDK's RootsListChangedHandler: a client's new roots
+// are announced to its dedicated upstream sessions, which list them again.
+// A shared upstream is not told: it would ask outside any call, and the
+// gateway could not tell whose roots it wants.
+func (g *Gateway) rootsChanged(_ context.Context, req *mcp.RootsListChangedRequest) {
+	p := &g.perClient
+	p.mu.Lock()
+	var ups []*upstream.Upstream
+	for _, d := range p.byOwner[owner{ss: req.Session}] {
+		ups = append(ups, d.up)
+	}
+	p.mu.Unlock()
+	for _, up := range ups {
+		up.NotifyRootsListChanged()
+	}
+}
