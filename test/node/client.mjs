@@ -184,6 +184,14 @@ class Wire {
         this.initializeId = undefined;
         this.initializeResult = undefined;
         this.waiters = new Set();
+        // request id -> {notifications, serverRequests} counts when its response arrived
+        this.responseMarks = new Map();
+        this.started = Date.now();
+    }
+
+    // mark is how many notifications and server requests have arrived so far.
+    mark() {
+        return { notifications: this.notifications.length, serverRequests: this.serverRequests.length };
     }
 
     attach(transport) {
@@ -221,14 +229,16 @@ class Wire {
         if (!msg || typeof msg !== 'object') return;
         const hasId = 'id' in msg && msg.id !== undefined && msg.id !== null;
         if ('method' in msg) {
+            const t = Date.now() - this.started;
             if (hasId) {
-                this.serverRequests.push({ id: msg.id, method: msg.method, params: msg.params });
+                this.serverRequests.push({ id: msg.id, method: msg.method, params: msg.params, t });
             } else {
                 const n = { method: msg.method };
                 if (msg.params !== undefined) n.params = msg.params;
+                n.t = t;
                 this.notifications.push(n);
-                for (const w of this.waiters) w();
             }
+            for (const w of this.waiters) w();
             return;
         }
         if (hasId && ('result' in msg || 'error' in msg)) {
@@ -236,6 +246,7 @@ class Wire {
                 this.initializeResult = msg.result;
             }
             this.responses.set(msg.id, msg);
+            this.responseMarks.set(msg.id, this.mark());
         }
     }
 
@@ -243,10 +254,20 @@ class Wire {
         return this.notifications.filter(n => n.method === method).length;
     }
 
-    waitForNotification(method, count, timeoutMs) {
+    // matching returns the messages of list (notifications or serverRequests)
+    // from index `from` on with this method whose params contain `match`.
+    // With pattern (a RegExp), JSON.stringify(params) must match it too.
+    matching(list, method, from = 0, match = undefined, pattern = undefined) {
+        return list
+            .slice(from)
+            .filter(n => n.method === method && (match === undefined || contains(n.params, match)) && (pattern === undefined || pattern.test(JSON.stringify(n.params ?? null))));
+    }
+
+    // waitFor resolves true once pred() holds, false after timeoutMs.
+    waitFor(pred, timeoutMs) {
         return new Promise(resolve => {
             const check = () => {
-                if (this.countNotifications(method) >= count) {
+                if (pred()) {
                     cleanup();
                     resolve(true);
                 }
@@ -263,6 +284,21 @@ class Wire {
             check();
         });
     }
+
+    waitForNotification(method, count, timeoutMs) {
+        return this.waitFor(() => this.countNotifications(method) >= count, timeoutMs);
+    }
+}
+
+// contains reports whether value has everything in want: objects key by key
+// (extra keys allowed), arrays and primitives by deep equality.
+function contains(value, want) {
+    if (want === null || typeof want !== 'object') return value === want;
+    if (value === null || typeof value !== 'object') return false;
+    if (Array.isArray(want)) {
+        return Array.isArray(value) && value.length === want.length && want.every((w, i) => contains(value[i], w));
+    }
+    return Object.keys(want).every(k => contains(value[k], want[k]));
 }
 
 function errorObject(err, wire, requestId) {
@@ -356,7 +392,15 @@ async function main() {
     }
     if (opts.capabilities.elicitation) canned['elicitation/create'] = { action: 'decline' };
     Object.assign(canned, opts.serverResponses);
+    // failures: method -> JSON-RPC error to answer with (the "respond" step's "error").
+    const failures = {};
     client.fallbackRequestHandler = async request => {
+        if (Object.prototype.hasOwnProperty.call(failures, request.method)) {
+            // Not an McpError, whose message gets an "MCP error <code>: " prefix:
+            // the SDK sends code, message and data of any error as they are.
+            const e = failures[request.method];
+            throw Object.assign(new Error(e.message), { code: e.code, data: e.data });
+        }
         if (Object.prototype.hasOwnProperty.call(canned, request.method)) return canned[request.method];
         throw new McpError(ErrorCode.MethodNotFound, 'Method not found');
     };
@@ -418,7 +462,10 @@ async function main() {
     if (opts.transport === 'http') out.sessionId = transport.sessionId ?? null;
 
     // One JSON-RPC request, returning the raw result as it came off the wire.
-    const request = async (method, params, step) => {
+    // ctx (per step) receives the request id and the marks when the response
+    // arrived. The SDK sends synchronously inside client.request(), so the id
+    // is read right after the call, before any other step can send.
+    const request = async (method, params, step, ctx = {}) => {
         const req = params === undefined ? { method } : { method, params };
         const timeout = typeof step.timeoutMs === 'number' ? step.timeoutMs : opts.timeoutMs;
         wire.lastRequestId = undefined;
@@ -432,15 +479,20 @@ async function main() {
                 ropts.onprogress = () => {};
                 ropts.resetTimeoutOnProgress = true;
             }
-            const parsed = await client.request(req, ResultSchema, ropts);
+            const pending = client.request(req, ResultSchema, ropts);
             sentId = wire.lastRequestId;
+            ctx.requestId = sentId;
+            const parsed = await pending;
             const raw = sentId !== undefined ? wire.responses.get(sentId) : undefined;
             return raw && 'result' in raw ? raw.result : parsed;
         } catch (err) {
-            sentId = wire.lastRequestId;
             throw Object.assign(new Error('request failed'), { rpc: errorObject(err, wire, sentId) });
         } finally {
-            if (sentId !== undefined) wire.responses.delete(sentId);
+            if (sentId !== undefined) {
+                wire.responses.delete(sentId);
+                if (wire.responseMarks.has(sentId)) ctx.response = wire.responseMarks.get(sentId);
+                wire.responseMarks.delete(sentId);
+            }
         }
     };
 
@@ -469,21 +521,68 @@ async function main() {
         return { items, pages, pageSizes };
     };
 
+    // Marks of each step's start (by index in the steps array), for "since".
+    const starts = [];
+    const sinceMark = s => {
+        if (s.since === undefined) return { notifications: 0, serverRequests: 0 };
+        const m = starts[s.since];
+        if (!Number.isInteger(s.since) || m === undefined) {
+            throw Object.assign(new Error('bad since'), { rpc: { code: null, message: `"since": ${JSON.stringify(s.since)} is not a step that has started`, local: true } });
+        }
+        return m;
+    };
+    const patternOf = s => {
+        if (s.pattern === undefined) return undefined;
+        try {
+            return new RegExp(s.pattern);
+        } catch (e) {
+            throw Object.assign(new Error('bad pattern'), { rpc: { code: null, message: `"pattern": ${e.message}`, local: true } });
+        }
+    };
+    const timedOut = message => Object.assign(new Error('timeout'), { rpc: { code: ErrorCode.RequestTimeout, message, local: true } });
+    const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+    // runStep runs one step and returns its output entry.
+    const runStep = async (step, index) => {
+        if (step === null || typeof step !== 'object' || typeof step.op !== 'string') {
+            return { op: null, ok: false, error: { code: null, message: `a step must be an object with a string "op", got ${JSON.stringify(step)}`, local: true } };
+        }
+        const fn = ops[step.op];
+        const entry = { op: step.op };
+        if (!fn) return { ...entry, ok: false, error: { code: null, message: `unknown op ${JSON.stringify(step.op)}`, local: true } };
+        const ctx = {};
+        const t0 = Date.now();
+        const start = wire.mark();
+        if (index !== undefined) starts[index] = start;
+        try {
+            const result = await fn(step, ctx);
+            Object.assign(entry, { ok: true, result });
+        } catch (err) {
+            const error = err && err.rpc ? err.rpc : errorObject(err, wire, undefined);
+            Object.assign(entry, { ok: false, error });
+        }
+        if (ctx.requestId !== undefined) entry.requestId = ctx.requestId;
+        entry.ms = Date.now() - t0;
+        entry.marks = { start, end: wire.mark() };
+        if (ctx.response !== undefined) entry.marks.response = ctx.response;
+        return entry;
+    };
+
     const ops = {
         listTools: s => listAll('tools/list', 'tools', s),
         listPrompts: s => listAll('prompts/list', 'prompts', s),
         listResources: s => listAll('resources/list', 'resources', s),
         listResourceTemplates: s => listAll('resources/templates/list', 'resourceTemplates', s),
-        callTool: s => request('tools/call', withMeta({ name: s.name, arguments: s.arguments ?? {} }, s), s),
-        getPrompt: s => request('prompts/get', withMeta(s.arguments !== undefined ? { name: s.name, arguments: s.arguments } : { name: s.name }, s), s),
-        readResource: s => request('resources/read', withMeta({ uri: s.uri }, s), s),
-        subscribeResource: s => request('resources/subscribe', withMeta({ uri: s.uri }, s), s),
-        unsubscribeResource: s => request('resources/unsubscribe', withMeta({ uri: s.uri }, s), s),
-        complete: s => request('completion/complete', withMeta({ ref: s.ref, argument: s.argument, ...(s.context !== undefined ? { context: s.context } : {}) }, s), s),
-        setLoggingLevel: s => request('logging/setLevel', withMeta({ level: s.level }, s), s),
-        ping: s => request('ping', undefined, s),
+        callTool: (s, c) => request('tools/call', withMeta({ name: s.name, arguments: s.arguments ?? {} }, s), s, c),
+        getPrompt: (s, c) => request('prompts/get', withMeta(s.arguments !== undefined ? { name: s.name, arguments: s.arguments } : { name: s.name }, s), s, c),
+        readResource: (s, c) => request('resources/read', withMeta({ uri: s.uri }, s), s, c),
+        subscribeResource: (s, c) => request('resources/subscribe', withMeta({ uri: s.uri }, s), s, c),
+        unsubscribeResource: (s, c) => request('resources/unsubscribe', withMeta({ uri: s.uri }, s), s, c),
+        complete: (s, c) => request('completion/complete', withMeta({ ref: s.ref, argument: s.argument, ...(s.context !== undefined ? { context: s.context } : {}) }, s), s, c),
+        setLoggingLevel: (s, c) => request('logging/setLevel', withMeta({ level: s.level }, s), s, c),
+        ping: (s, c) => request('ping', undefined, s, c),
         // Escape hatches: any request / notification, verbatim.
-        request: s => request(s.method, s.params, s),
+        request: (s, c) => request(s.method, s.params, s, c),
         notify: async s => {
             await client.notification(s.params === undefined ? { method: s.method } : { method: s.method, params: s.params });
             return {};
@@ -495,6 +594,16 @@ async function main() {
         waitNotification: async s => {
             const count = s.count ?? 1;
             const timeoutMs = s.timeoutMs ?? opts.timeoutMs;
+            if (s.since !== undefined || s.match !== undefined || s.pattern !== undefined) {
+                const from = sinceMark(s).notifications;
+                const pattern = patternOf(s);
+                const found = () => wire.matching(wire.notifications, s.method, from, s.match, pattern);
+                if (!(await wire.waitFor(() => found().length >= count, timeoutMs))) {
+                    throw timedOut(`timed out after ${timeoutMs}ms waiting for ${count} x ${s.method} (got ${found().length})`);
+                }
+                const got = found();
+                return { notification: got[count - 1], count: got.length };
+            }
             const ok = await wire.waitForNotification(s.method, count, timeoutMs);
             if (!ok) {
                 throw Object.assign(new Error('timeout'), {
@@ -507,22 +616,65 @@ async function main() {
             }
             const matching = wire.notifications.filter(n => n.method === s.method);
             return { notification: matching[count - 1], count: matching.length };
-        }
+        },
+        waitServerRequest: async s => {
+            const count = s.count ?? 1;
+            const timeoutMs = s.timeoutMs ?? opts.timeoutMs;
+            const from = sinceMark(s).serverRequests;
+            const pattern = patternOf(s);
+            const found = () => wire.matching(wire.serverRequests, s.method, from, s.match, pattern);
+            if (!(await wire.waitFor(() => found().length >= count, timeoutMs))) {
+                throw timedOut(`timed out after ${timeoutMs}ms waiting for ${count} x ${s.method} request (got ${found().length})`);
+            }
+            const got = found();
+            return { request: got[count - 1], count: got.length };
+        },
+        // Scripted answers to server->client requests, from this step on.
+        respond: async s => {
+            if (typeof s.method !== 'string') throw Object.assign(new Error('usage'), { rpc: { code: null, message: 'respond needs "method"', local: true } });
+            delete failures[s.method];
+            delete canned[s.method];
+            if (s.error !== undefined) failures[s.method] = s.error;
+            else canned[s.method] = s.result ?? {};
+            return {};
+        },
+        setRoots: async s => {
+            canned['roots/list'] = { roots: Array.isArray(s.roots) ? s.roots : [] };
+            if (s.notify !== false) await client.sendRootsListChanged();
+            return {};
+        },
+        // Runs "step" again every intervalMs until it succeeds and its JSON
+        // result contains the text "contains"; times out like waitNotification.
+        until: async s => {
+            if (s.step === null || typeof s.step !== 'object' || typeof s.step.op !== 'string') {
+                throw Object.assign(new Error('usage'), { rpc: { code: null, message: 'until needs "step": {"op": ...}', local: true } });
+            }
+            const timeoutMs = s.timeoutMs ?? opts.timeoutMs;
+            const deadline = Date.now() + timeoutMs;
+            let attempts = 0;
+            let last;
+            for (;;) {
+                attempts++;
+                last = await runStep(s.step);
+                if (last.ok && (s.contains === undefined || JSON.stringify(last.result).includes(s.contains))) {
+                    return { attempts, step: last };
+                }
+                if (Date.now() + (s.intervalMs ?? 200) > deadline) {
+                    const e = timedOut(`timed out after ${timeoutMs}ms (${attempts} attempts) waiting for ${s.step && s.step.op} to contain ${JSON.stringify(s.contains)}`);
+                    e.rpc.data = { last };
+                    throw e;
+                }
+                await sleep(s.intervalMs ?? 200);
+            }
+        },
+        // Runs "steps" concurrently; ok even if some failed (each has its own "ok").
+        parallel: async s => ({ steps: await Promise.all((s.steps ?? []).map(sub => runStep(sub))) })
     };
+    ops.subscribe = ops.subscribeResource;
+    ops.unsubscribe = ops.unsubscribeResource;
 
-    for (const step of steps) {
-        const fn = ops[step.op];
-        if (!fn) {
-            out.steps.push({ op: step.op, ok: false, error: { code: null, message: `unknown op ${JSON.stringify(step.op)}`, local: true } });
-            continue;
-        }
-        try {
-            const result = await fn(step);
-            out.steps.push({ op: step.op, ok: true, result });
-        } catch (err) {
-            const error = err && err.rpc ? err.rpc : errorObject(err, wire, undefined);
-            out.steps.push({ op: step.op, ok: false, error });
-        }
+    for (const [i, step] of steps.entries()) {
+        out.steps.push(await runStep(step, i));
     }
 
     out.closedByPeer = closedByPeer;

@@ -146,6 +146,77 @@ test('server-everything registers client-capability tools', async () => {
     assert.ok(json.serverRequests.some(r => r.method === 'sampling/createMessage'));
 });
 
+test('scripted answers, roots changes, marks, filters, until and parallel', async () => {
+    const caps = { sampling: {}, elicitation: { form: {}, url: {} }, roots: { listChanged: true } };
+    const doc = 'demo://resource/static/document/architecture.md';
+    const progress = { op: 'callTool', name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 }, progress: true };
+    const own = { op: 'callTool', name: 'trigger-long-running-operation', arguments: { duration: 0.2, steps: 2 }, _meta: { progressToken: 'mine' } };
+    const steps = [
+        { op: 'respond', method: 'elicitation/create', result: { action: 'accept', content: { name: 'Ada' } } }, // 0
+        { op: 'callTool', name: 'trigger-elicitation-request' }, // 1
+        { op: 'respond', method: 'elicitation/create', result: { action: 'cancel' } }, // 2
+        { op: 'callTool', name: 'trigger-elicitation-request' }, // 3
+        { op: 'respond', method: 'elicitation/create', error: { code: -32600, message: 'no thanks' } }, // 4
+        { op: 'callTool', name: 'trigger-elicitation-request' }, // 5
+        { op: 'callTool', name: 'trigger-url-elicitation', arguments: { url: 'https://example.com/x', errorPath: true } }, // 6
+        { op: 'callTool', name: 'get-roots-list' }, // 7
+        { op: 'setRoots', roots: [{ uri: 'file:///two', name: 'two' }] }, // 8
+        { op: 'waitServerRequest', method: 'roots/list', since: 8, timeoutMs: 3000 }, // 9
+        { op: 'until', step: { op: 'callTool', name: 'get-roots-list' }, contains: 'file:///two', timeoutMs: 3000, intervalMs: 50 }, // 10
+        { op: 'parallel', steps: [progress, own] }, // 11
+        { op: 'subscribe', uri: doc }, // 12
+        { op: 'callTool', name: 'toggle-subscriber-updates' }, // 13
+        { op: 'waitNotification', method: 'notifications/resources/updated', since: 13, match: { uri: doc }, timeoutMs: 3000 }, // 14
+        { op: 'waitNotification', method: 'notifications/resources/updated', since: 13, match: { uri: 'demo://nope' }, timeoutMs: 100 }, // 15
+        { op: 'waitNotification', method: 'notifications/message', pattern: 'Subscribe Resource request', timeoutMs: 3000 }, // 16
+        { op: 'until', step: { op: 'ping' }, contains: 'never', timeoutMs: 150, intervalMs: 50 }, // 17
+        { op: 'parallel', steps: [{ op: 'nope' }, 42] } // 18
+    ];
+    const { code, json } = await runClient(
+        ['--transport', 'stdio', '--command', process.execPath, '--arg', EVERYTHING, '--capabilities', JSON.stringify(caps), '--roots', '[{"uri":"file:///one","name":"one"}]'],
+        steps
+    );
+    assert.equal(code, 0);
+    const s = json.steps;
+    for (const i of [0, 1, 2, 3, 5, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18]) assert.equal(s[i].ok, true, `step ${i}: ${JSON.stringify(s[i])}`);
+    const text = r => r.result.content.map(c => c.text).join('\n');
+    assert.match(text(s[1]), /User provided the requested information[\s\S]*Name: Ada/);
+    assert.match(text(s[3]), /User cancelled/);
+    assert.match(text(s[5]), /no thanks/); // the server reports our error as a tool error
+    // Each step records its request id and when the response arrived.
+    assert.equal(typeof s[1].requestId, 'number');
+    assert.equal(typeof s[1].ms, 'number');
+    const elicits = json.serverRequests.slice(s[1].marks.start.serverRequests, s[1].marks.response.serverRequests);
+    assert.deepEqual(elicits.map(r => r.method), ['elicitation/create']);
+    assert.equal(typeof elicits[0].t, 'number');
+    // -32042 with its data, exactly as the server sent it.
+    assert.equal(s[6].ok, false);
+    assert.equal(s[6].error.code, -32042);
+    assert.equal(s[6].error.data.elicitations[0].url, 'https://modelcontextprotocol.io');
+    // Roots: the server asked again after list_changed and now sees the new ones.
+    assert.match(text(s[7]), /file:\/\/\/one/);
+    assert.equal(s[9].result.request.method, 'roots/list');
+    assert.ok(s[10].result.attempts >= 1);
+    assert.match(text(s[10].result.step), /file:\/\/\/two/);
+    // Progress: the SDK's token is the request id; ours is kept; all before the response.
+    const [p1, p2] = s[11].result.steps;
+    assert.equal(p1.ok && p2.ok, true);
+    const prog = tok => json.notifications.map((n, i) => ({ ...n, i })).filter(n => n.method === 'notifications/progress' && n.params.progressToken === tok);
+    assert.deepEqual(prog(p1.requestId).map(n => n.params.progress), [1, 2, 3]);
+    assert.deepEqual(prog('mine').map(n => n.params.progress), [1, 2]);
+    assert.ok(prog(p1.requestId).every(n => n.i < p1.marks.response.notifications));
+    assert.ok(prog('mine').every(n => n.i < p2.marks.response.notifications));
+    // Filters.
+    assert.equal(s[14].result.notification.params.uri, doc);
+    assert.equal(s[15].ok, false);
+    assert.equal(s[15].error.code, -32001);
+    assert.match(s[16].result.notification.params.data, /Subscribe Resource request/);
+    assert.equal(s[17].ok, false);
+    assert.equal(s[17].error.code, -32001);
+    assert.ok(s[17].error.data.last.ok);
+    assert.deepEqual(s[18].result.steps.map(x => x.ok), [false, false]);
+});
+
 test('server-memory over stdio', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'manifold-mem-'));
     try {
