@@ -19,8 +19,9 @@ import (
 // its expiry in Unix milliseconds (8), big-endian — followed by the 32-byte
 // HMAC-SHA256 of
 //
-//	bridgeStatePrefix ‖ payload ‖ method ‖ 0 ‖ name ‖ 0 ‖ principal key
+//	bridgeStatePrefix ‖ payload ‖ method ‖ len(name) ‖ name ‖ principal key
 //
+// (len as a uvarint: no name and principal can pass for another pair)
 // under a random key made once per process. The method, the name (tool,
 // prompt or URI as the client wrote it) and the principal are not in the
 // payload: a state verifies only on a retry of the same request by the same
@@ -84,8 +85,11 @@ func (s *stateSigner) sign(st bridgeState, method, name, principal string) strin
 // verify checks state for a retry of method on name by principal at now,
 // and returns what it names. Errors wrap errBadState.
 func (s *stateSigner) verify(state, method, name, principal string, now time.Time) (bridgeState, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, bridgeStatePrefix))
-	if err != nil || len(raw) != statePayloadLen+stateMACLen {
+	// Strict: one encoding per state, so that only the string issued
+	// verifies.
+	enc, ok := strings.CutPrefix(state, bridgeStatePrefix)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(enc)
+	if !ok || err != nil || len(raw) != statePayloadLen+stateMACLen {
 		return bridgeState{}, fmt.Errorf("%w: malformed", errBadState)
 	}
 	payload, got := raw[:statePayloadLen], raw[statePayloadLen:]
@@ -111,9 +115,8 @@ func (s *stateSigner) mac(dst, payload []byte, method, name, principal string) [
 	m.Write([]byte(bridgeStatePrefix))
 	m.Write(payload)
 	m.Write([]byte(method))
-	m.Write([]byte{0})
+	m.Write(binary.AppendUvarint(nil, uint64(len(name))))
 	m.Write([]byte(name))
-	m.Write([]byte{0})
 	m.Write([]byte(principal))
 	return m.Sum(dst)
 }

@@ -42,7 +42,8 @@ if [ "$fuzztime" != "0" ]; then
     ./policy:FuzzPattern ./policy:FuzzDecide \
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
     ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzName ./namespacing:FuzzURI \
-    ./config:FuzzParse ./gateway:FuzzStdio ./internal/audit:FuzzArguments; do
+    ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
+    ./internal/audit:FuzzArguments; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
     # deadline exceeded" right at -fuzztime, having found nothing and
