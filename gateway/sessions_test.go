@@ -287,3 +287,36 @@ func TestSharedLogOutsideACall(t *testing.T) {
 		})
 	}
 }
+
+// TestPerClientModernClients: 2026-07-28 clients have no session; those of
+// one principal share one per-client upstream session, through which the
+// bridge asks them with input_required, and which closes after
+// sessionIdleTimeout without calls.
+func TestPerClientModernClients(t *testing.T) {
+	h := newHarnessWith(t, func(cfg *config.Config) {
+		perClientMode(cfg)
+		cfg.Gateway.Limits.SessionIdleTimeout = time.Second
+	}, upstreamSpec{name: "ask", server: askingServer()})
+	base := h.gw.pool.serving()[0]
+	for _, nonce := range []string{"m1", "m2"} {
+		tc := newTestClient(t, h, nonce, clientOptions{})
+		res, err := tc.call(t, "ask__sample", nil)
+		if err != nil || res.IsError || textOfContent(res.Content) != "sampled: "+nonce {
+			t.Fatalf("%s: ask__sample = %+v, %v", nonce, res, err)
+		}
+		if got, asked := tc.handled.Load(), tc.asked.Load(); got != 1 || asked != 0 {
+			t.Errorf("%s: %d handler runs, %d server requests; want 1 through input_required, 0", nonce, got, asked)
+		}
+		if n := h.gw.perClient.countByBase()[base]; n != 1 {
+			t.Errorf("after %s: %d per-client sessions, want 1 for the principal", nonce, n)
+		}
+	}
+	// The reaper looks every second at most; allow a few rounds.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.gw.perClient.countByBase()[base] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle per-principal session was not closed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
