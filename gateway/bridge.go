@@ -94,6 +94,10 @@ type bridge struct {
 	// ttl and window override defaultBridgeTTL and defaultBridgeWindow
 	// when set; tests set them before the first call.
 	ttl, window time.Duration
+	// life guards runCtx, which serve sets: nil before Start and after
+	// Close.
+	life   sync.RWMutex
+	runCtx context.Context
 	// urls are the URL elicitations sent to 2025-11-25 sessions, for
 	// notifications/elicitation/complete (elicit.go).
 	urls urlElicitations
@@ -176,19 +180,29 @@ func bridgedOf(o *origin) *bridgedCall {
 	return bc
 }
 
+// serve sets the context bridged calls run under: Start's run context, or
+// nil once Close has begun, after which no bridged call starts (and none
+// is added to g.wg while Close waits for it).
+func (b *bridge) serve(runCtx context.Context) {
+	b.life.Lock()
+	b.runCtx = runCtx
+	b.life.Unlock()
+}
+
 // openBridge registers a bridged call for the downstream request of ctx,
 // counted in g.wg. It returns false when the gateway is not serving
-// (before Start, or closing), under the same lock Close takes to stop
-// counting.
+// (before Start, or closing).
 func (g *Gateway) openBridge(ctx context.Context, method, name, principal string) (*bridgedCall, bool) {
 	g.bridge.init()
-	g.pool.mu.Lock()
-	runCtx, closed := g.runCtx, g.pool.closed
-	if !closed && runCtx != nil {
+	// A read lock: bridged calls start concurrently; only Start and Close
+	// take it exclusively (serve).
+	g.bridge.life.RLock()
+	runCtx := g.bridge.runCtx
+	if runCtx != nil {
 		g.wg.Add(1)
 	}
-	g.pool.mu.Unlock()
-	if closed || runCtx == nil {
+	g.bridge.life.RUnlock()
+	if runCtx == nil {
 		return nil, false
 	}
 	bc := &bridgedCall{

@@ -213,6 +213,7 @@ func (g *Gateway) Start(ctx context.Context) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.pool.mu.Lock()
 	g.runCtx, g.cancel = runCtx, cancel
+	g.bridge.serve(runCtx)
 	ups := g.pool.serving()
 	for _, up := range ups {
 		up.Start(runCtx)
@@ -270,6 +271,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 	cancel := g.cancel
 	all := g.pool.all()
 	g.pool.closed = true
+	g.bridge.serve(nil)
 	unobserve := g.unobserve
 	g.unobserve = nil
 	g.pool.mu.Unlock()
