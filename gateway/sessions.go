@@ -173,7 +173,8 @@ func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstr
 	d := &dedicated{owner: o, base: base, version: version, caps: caps}
 	opts := g.upstreamOptions(base.Config(), &g.current().cfg.Gateway)
 	opts.Capabilities = clientRelayCapabilities(caps)
-	opts.OnChange = nil // its catalog is the pool upstream's
+	opts.OnChange = nil // its lists are the pool upstream's
+	opts.NoLists = true
 	d.up = upstream.New(base.Config(), opts)
 	if p.byOwner == nil {
 		p.byOwner = map[owner]map[*upstream.Upstream]*dedicated{}

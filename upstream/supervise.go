@@ -99,7 +99,11 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 		conn.release()
 	}()
 
-	cat, err := fetchCatalog(cctx, cs, nil, kindAll)
+	lists := kindAll
+	if u.opts.NoLists {
+		lists = 0
+	}
+	cat, err := fetchCatalog(cctx, cs, nil, lists)
 	if err != nil {
 		return fmt.Errorf("list: %w", connectError(cctx, err, u.opts.ConnectTimeout))
 	}
@@ -236,9 +240,11 @@ func (u *Upstream) newClient() *mcp.Client {
 		// Results pass through untouched, input_required ones included.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		// KeepAlive stays 0: connectAndServe pings (see there).
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.listChanged(kindTools) },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.listChanged(kindPrompts) },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.listChanged(kindResources) },
+	}
+	if !u.opts.NoLists {
+		o.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { u.listChanged(kindTools) }
+		o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { u.listChanged(kindPrompts) }
+		o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { u.listChanged(kindResources) }
 	}
 	u.relayNotifications(o)
 	c := mcp.NewClient(u.opts.ClientInfo, o)

@@ -92,6 +92,11 @@ type Options struct {
 	// notifications that belong to a client; nil refuses the requests (as
 	// undeclared) and drops the notifications.
 	Relay Relay
+	// NoLists makes the catalog hold only what initialize tells (protocol
+	// version, capabilities, instructions): no tools, prompts or resources
+	// are listed, at connect or on list_changed. For an upstream session
+	// whose lists another upstream of the same server provides.
+	NoLists bool
 	// OnChange is called after the catalog or state changed. It runs on the
 	// upstream's own goroutine and must not block for long.
 	OnChange func(*Upstream)
