@@ -2,14 +2,15 @@ package gateway
 
 // Log field keys of this package.
 const (
-	keyServer = "server"
-	keyPID    = "pid"
-	keyState  = "state"
-	keyError  = "error"
-	keyReason = "reason"
-	keyKind   = "kind"
-	keyName   = "name"
-	keyAddr   = "addr"
+	keySession = "session"
+	keyServer  = "server"
+	keyPID     = "pid"
+	keyState   = "state"
+	keyError   = "error"
+	keyReason  = "reason"
+	keyKind    = "kind"
+	keyName    = "name"
+	keyAddr    = "addr"
 
 	keyPrincipal = "principal"
 	keyGroups    = "groups"

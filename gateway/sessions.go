@@ -175,6 +175,7 @@ func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstr
 	opts.Capabilities = clientRelayCapabilities(caps)
 	opts.OnChange = nil // its lists are the pool upstream's
 	opts.NoLists = true
+	opts.Logger = opts.Logger.With(zap.String(keySession, config.SessionPerClient))
 	d.up = upstream.New(base.Config(), opts)
 	if p.byOwner == nil {
 		p.byOwner = map[owner]map[*upstream.Upstream]*dedicated{}
