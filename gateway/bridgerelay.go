@@ -25,7 +25,7 @@ func (r relay) bridgeable(up *upstream.Upstream, o *origin, method, version stri
 		return &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
 			"manifold: cannot relay %s to a %s client outside a call the gateway bridges", method, version)}
 	}
-	uf := r.g.flights.of(up)
+	uf := r.g.flights.lookup(up)
 	uf.mu.Lock()
 	n := 0
 	for _, f := range uf.m {

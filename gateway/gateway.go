@@ -158,6 +158,8 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	// Outermost first: recover, then cancellation by session deletion, then
 	// spans, metrics and audit, then the gateway's own interception.
 	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.observe, g.interceptor)
+	// Per-client resource updates reach their own session only.
+	g.server.AddSendingMiddleware(onlyFor)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {

@@ -206,6 +206,7 @@ func (g *Gateway) promoteWhenReady(name string, next *upstream.Upstream) {
 		// New routes first, so that no new call picks the old upstream.
 		g.merge()
 		g.moveSubscriptions(g.runCtx, old, next)
+		g.moveClientSubscriptions(g.runCtx, old, next)
 		g.pool.mu.Lock()
 		g.drain(old)
 		g.pool.mu.Unlock()

@@ -215,15 +215,27 @@ func (f *flights) end(o *origin) {
 	if o.token != "" {
 		f.byTok.Delete(o.token)
 	}
-	uf := f.of(o.up)
+	uf := f.lookup(o.up)
 	uf.mu.Lock()
 	delete(uf.m, o.seq)
 	uf.mu.Unlock()
 }
 
+// noFlights stands for the calls of an upstream that has none recorded.
+var noFlights = &upFlights{}
+
+// lookup returns up's calls in flight without recording up: after forget,
+// a late call end or notification must not bring a stopped upstream back.
+func (f *flights) lookup(up *upstream.Upstream) *upFlights {
+	if v, ok := f.byUp.Load(up); ok {
+		return v.(*upFlights)
+	}
+	return noFlights
+}
+
 // busy reports whether calls are in flight on up.
 func (f *flights) busy(up *upstream.Upstream) bool {
-	uf := f.of(up)
+	uf := f.lookup(up)
 	uf.mu.Lock()
 	defer uf.mu.Unlock()
 	return len(uf.m) > 0
@@ -239,7 +251,7 @@ func (f *flights) forget(up *upstream.Upstream) {
 // in flight on up, when every call in flight there comes from one
 // downstream session.
 func (f *flights) resolve(up *upstream.Upstream, method string) (*origin, error) {
-	uf := f.of(up)
+	uf := f.lookup(up)
 	uf.mu.Lock()
 	defer uf.mu.Unlock()
 	var oldest *origin
@@ -493,9 +505,12 @@ func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
 	if r.g.flights.busy(from) || r.g.perClient.dedicatedOf(from) != nil {
 		return
 	}
+	// Bounded: this runs in the upstream's read loop.
+	ctx, cancel := context.WithTimeout(r.g.runCtx, notifyTimeout)
+	defer cancel()
 	r.g.flights.levels.Range(func(k, v any) bool {
 		if r.g.sees(v.(sessionLevel).principal, from.Name()) {
-			_ = k.(*mcp.ServerSession).Log(r.g.runCtx, &fwd)
+			_ = k.(*mcp.ServerSession).Log(ctx, &fwd)
 		}
 		return true
 	})

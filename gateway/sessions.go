@@ -132,7 +132,6 @@ func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (r
 	if err != nil {
 		return route{}, err
 	}
-	d.used.Store(time.Now().UnixNano())
 	rt.up = d.up
 	return rt, nil
 }
@@ -157,20 +156,56 @@ func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstr
 		o.ss = ss
 	}
 
-	// Lock order: g.pool.mu before p.mu (drain holds the first).
+	p := &g.perClient
+	p.mu.Lock()
+	d := p.byOwner[o][base]
+	if d != nil {
+		d.used.Store(time.Now().UnixNano()) // under p.mu, as the reaper reads it
+	}
+	p.mu.Unlock()
+	opened := false
+	if d == nil {
+		var err error
+		if d, opened, err = g.openDedicated(o, base, caps, version); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := d.waitReady(ctx); err != nil {
+		if ctx.Err() == nil {
+			// Its first connection failed: the next call tries afresh. (A
+			// caller that gave up leaves it to the others waiting.)
+			g.closeDedicated([]*dedicated{d})
+		}
+		return nil, err
+	}
+	if opened && o.ss != nil {
+		g.applyLogLevel(ctx, o.ss, d.up) // before the first call
+	}
+	return d, nil
+}
+
+// openDedicated returns o's dedicated session of base's server, opening
+// and starting it when there is none; base must be in service.
+func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.ClientCapabilities, version string) (_ *dedicated, opened bool, _ error) {
+	// Under g.pool.mu (then p.mu, always in that order): a reload that
+	// takes base out of service, or Close, cannot miss the new session.
 	g.pool.mu.Lock()
-	runCtx, closed := g.runCtx, g.pool.closed
-	g.pool.mu.Unlock()
-	if closed || runCtx == nil {
-		return nil, fmt.Errorf("upstream %q: %w", base.Name(), upstream.ErrClosed)
+	defer g.pool.mu.Unlock()
+	if g.pool.closed || g.runCtx == nil {
+		return nil, false, fmt.Errorf("upstream %q: %w", base.Name(), upstream.ErrClosed)
+	}
+	if m := g.pool.members[base.Name()]; m == nil || m.up != base {
+		return nil, false, fmt.Errorf("upstream %q: %w (replaced; retry)", base.Name(), upstream.ErrUnavailable)
 	}
 	p := &g.perClient
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if d := p.byOwner[o][base]; d != nil {
-		p.mu.Unlock()
-		return d.waitReady(ctx)
+		d.used.Store(time.Now().UnixNano())
+		return d, false, nil // another call opened it meanwhile
 	}
 	d := &dedicated{owner: o, base: base, version: version, caps: caps}
+	d.used.Store(time.Now().UnixNano())
 	opts := g.upstreamOptions(base.Config(), &g.current().cfg.Gateway)
 	opts.Capabilities = clientRelayCapabilities(caps)
 	opts.OnChange = nil // its lists are the pool upstream's
@@ -180,38 +215,25 @@ func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstr
 	if p.byOwner == nil {
 		p.byOwner = map[owner]map[*upstream.Upstream]*dedicated{}
 		p.byUp = map[*upstream.Upstream]*dedicated{}
-		p.watched = map[*mcp.ServerSession]bool{}
 	}
 	if p.byOwner[o] == nil {
 		p.byOwner[o] = map[*upstream.Upstream]*dedicated{}
 	}
 	p.byOwner[o][base] = d
 	p.byUp[d.up] = d
-	// Started under the gateway's run context: a gateway closing now stops
-	// it too.
-	d.up.Start(runCtx)
-	if o.ss == nil && !p.reaping {
+	d.up.Start(g.runCtx)
+	if o.ss != nil {
+		g.watchSessionLocked(o.ss)
+	} else if !p.reaping {
 		p.reaping = true
-		g.wg.Add(1)
+		g.wg.Add(1) // under g.pool.mu: Close has not begun waiting
 		go func() {
 			defer g.wg.Done()
-			g.reapIdle(runCtx)
+			g.reapIdle(g.runCtx)
 		}()
 	}
-	p.mu.Unlock()
-	if o.ss != nil {
-		g.watchSession(o.ss)
-	}
 	g.log.Debug("per-client upstream session opened", zap.String(keyServer, base.Name()))
-	d, err := d.waitReady(ctx)
-	if err != nil {
-		g.closeDedicated([]*dedicated{d})
-		return nil, err
-	}
-	if o.ss != nil {
-		g.applyLogLevel(ctx, o.ss, d.up)
-	}
-	return d, nil
+	return d, true, nil
 }
 
 // waitReady waits for d's first connection attempt, and returns d when it
@@ -232,9 +254,14 @@ func (d *dedicated) waitReady(ctx context.Context) (*dedicated, error) {
 // dedicated upstream sessions, resource subscriptions and log level. The
 // SDK has no hook for it; the goroutine ends with the session.
 func (g *Gateway) watchSession(ss *mcp.ServerSession) {
+	g.perClient.mu.Lock()
+	defer g.perClient.mu.Unlock()
+	g.watchSessionLocked(ss)
+}
+
+// watchSessionLocked is watchSession with g.perClient.mu held.
+func (g *Gateway) watchSessionLocked(ss *mcp.ServerSession) {
 	p := &g.perClient
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.watched == nil {
 		p.watched = map[*mcp.ServerSession]bool{}
 	}
@@ -243,6 +270,11 @@ func (g *Gateway) watchSession(ss *mcp.ServerSession) {
 	}
 	p.watched[ss] = true
 	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				g.log.Error("panic releasing an ended session", zap.Any(keyError, p), zap.Stack(keyStack))
+			}
+		}()
 		_ = ss.Wait()
 		g.sessionEnded(ss)
 	}()
@@ -268,28 +300,44 @@ func (g *Gateway) closeDedicated(ds []*dedicated) {
 	if len(ds) == 0 {
 		return
 	}
-	p := &g.perClient
-	p.mu.Lock()
+	g.perClient.mu.Lock()
 	for _, d := range ds {
-		if p.byOwner[d.owner][d.base] == d {
-			delete(p.byOwner[d.owner], d.base)
-			if len(p.byOwner[d.owner]) == 0 {
-				delete(p.byOwner, d.owner)
-			}
-		}
-		delete(p.byUp, d.up)
+		g.perClient.forgetLocked(d)
 	}
-	p.mu.Unlock()
+	g.perClient.mu.Unlock()
+	g.stopDedicated(ds)
+}
+
+// forgetLocked removes d from the registry; p.mu is held.
+func (p *perClient) forgetLocked(d *dedicated) {
+	if p.byOwner[d.owner][d.base] == d {
+		delete(p.byOwner[d.owner], d.base)
+		if len(p.byOwner[d.owner]) == 0 {
+			delete(p.byOwner, d.owner)
+		}
+	}
+	delete(p.byUp, d.up)
+}
+
+// stopDedicated stops the upstream sessions of ds, forgotten already, in
+// parallel.
+func (g *Gateway) stopDedicated(ds []*dedicated) {
 	timeout := g.current().cfg.Gateway.Timeouts.Drain
+	var wg sync.WaitGroup
 	for _, d := range ds {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		if err := d.up.Close(ctx); err != nil {
-			g.log.Warn("stopping a per-client upstream session", zap.String(keyServer, d.up.Name()), zap.Error(err))
-		}
-		cancel()
-		g.flights.forget(d.up)
-		g.subs.forget(d.up)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if err := d.up.Close(ctx); err != nil {
+				g.log.Warn("stopping a per-client upstream session", zap.String(keyServer, d.up.Name()), zap.Error(err))
+			}
+			g.flights.forget(d.up)
+			g.subs.forget(d.up)
+		}()
 	}
+	wg.Wait()
 }
 
 // takeBase removes and returns the dedicated sessions of a pool
@@ -348,8 +396,13 @@ func (g *Gateway) reapIdle(ctx context.Context) {
 				}
 			}
 		}
+		// Forgotten under the lock that finds them: a call from now on
+		// opens a new session.
+		for _, d := range gone {
+			p.forgetLocked(d)
+		}
 		p.mu.Unlock()
-		g.closeDedicated(gone)
+		g.stopDedicated(gone)
 	}
 }
 

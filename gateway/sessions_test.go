@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -319,4 +321,91 @@ func TestPerClientModernClients(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// updatesClient connects a 2025-11-25 client that counts the
+// resources/updated it receives.
+func updatesClient(t *testing.T, h *harness, name string) (*mcp.ClientSession, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	c := mcp.NewClient(&mcp.Implementation{Name: name}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { n.Add(1) },
+	})
+	return connectClient(t, h, c, "2025-11-25"), &n
+}
+
+// TestPerClientResourceUpdatesReachTheirOwnSession: two clients subscribe
+// to one URI through their own per-client sessions; an update from one
+// client's session reaches that client only.
+func TestPerClientResourceUpdatesReachTheirOwnSession(t *testing.T) {
+	h := newHarnessWith(t, perClientMode, upstreamSpec{name: "a", demoName: "alpha"})
+	ctx := context.Background()
+	uri := resourceURI(t, h)
+	a, aGot := updatesClient(t, h, "a")
+	b, bGot := updatesClient(t, h, "b")
+	for _, cs := range []*mcp.ClientSession{a, b} {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, _ := h.gw.routes.Load().resource(uri)
+	h.gw.perClient.mu.Lock()
+	var ds []*dedicated
+	for _, d := range h.gw.perClient.byUp {
+		ds = append(ds, d)
+	}
+	h.gw.perClient.mu.Unlock()
+	if len(ds) != 2 {
+		t.Fatalf("%d per-client sessions, want 2", len(ds))
+	}
+	relay{h.gw}.ResourceUpdated(ds[0].up, &mcp.ResourceUpdatedNotificationParams{URI: rt.original})
+	waitFor(t, "the update", func() bool { return aGot.Load()+bGot.Load() > 0 })
+	time.Sleep(50 * time.Millisecond)
+	if aGot.Load()+bGot.Load() != 1 {
+		t.Errorf("one update from one client's session reached a %d and b %d times, want its client once", aGot.Load(), bGot.Load())
+	}
+}
+
+// TestPerClientSubscriptionsSurviveAReplacement: a reload that restarts a
+// per-client server opens new sessions for the clients that had
+// subscriptions, subscribed again, and updates keep coming.
+func TestPerClientSubscriptionsSurviveAReplacement(t *testing.T) {
+	h := newReloadHarness(t, false)
+	perClient := func(c *config.Config) {
+		perClientMode(c)
+	}
+	h.reload(t, h.reloadConfig(false, perClient), nil)
+	waitFor(t, "alpha in per-client mode", func() bool {
+		st := h.gw.Status(nil)
+		return len(st.Upstreams) == 1 && st.Upstreams[0].Session == config.SessionPerClient && st.Upstreams[0].State == upstream.StateReady
+	})
+	ctx := context.Background()
+	uri := resourceURI(t, h.harness)
+	cs, got := updatesClient(t, h.harness, "listener")
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	h.reload(t, h.reloadConfig(false, func(c *config.Config) {
+		perClient(c)
+		s := c.Servers["alpha"]
+		s.Timeout = 7 * time.Second
+		c.Servers["alpha"] = s
+	}), nil)
+	waitFor(t, "the replacement, with the client's session and subscription", func() bool {
+		st := h.gw.Status(nil)
+		return st.Draining == 0 && len(st.Upstreams) == 1 && st.Upstreams[0].Replacement == nil &&
+			st.Upstreams[0].ClientSessions == 1 && st.Subscriptions == 1
+	})
+	h.gw.perClient.mu.Lock()
+	var d *dedicated
+	for _, x := range h.gw.perClient.byUp {
+		d = x
+	}
+	h.gw.perClient.mu.Unlock()
+	if d.base != h.gw.pool.serving()[0] || d.up.Subscriptions() != 1 {
+		t.Fatalf("the client's session is of the old server, or holds %d subscriptions", d.up.Subscriptions())
+	}
+	rt, _ := h.gw.routes.Load().resource(uri)
+	relay{h.gw}.ResourceUpdated(d.up, &mcp.ResourceUpdatedNotificationParams{URI: rt.original})
+	waitFor(t, "an update through the new session", func() bool { return got.Load() > 0 })
 }

@@ -19,7 +19,8 @@ type Status struct {
 	Reloads   ReloadStatus     `json:"reloads"`
 	Upstreams []UpstreamStatus `json:"upstreams"`
 	// Draining counts upstreams taken out of service by a reload that are
-	// finishing their calls.
+	// still finishing their calls, per-client sessions of a replaced server
+	// included.
 	Draining int `json:"draining"`
 	Sessions int `json:"sessions"`
 	// Subscriptions counts the resource subscriptions held on upstreams.

@@ -143,6 +143,52 @@ func (g *Gateway) moveSubscriptions(ctx context.Context, old, next *upstream.Ups
 	}
 }
 
+// moveClientSubscriptions carries the subscriptions held through per-client
+// sessions of old, a server being replaced, over to new per-client
+// sessions of next for the same clients, opened now rather than on their
+// next call: a client that only listens would miss every update otherwise.
+func (g *Gateway) moveClientSubscriptions(ctx context.Context, old, next *upstream.Upstream) {
+	p := &g.perClient
+	p.mu.Lock()
+	ds := map[*upstream.Upstream]*dedicated{}
+	for up, d := range p.byUp {
+		if d.base == old {
+			ds[up] = d
+		}
+	}
+	p.mu.Unlock()
+	held := map[*dedicated][]string{}
+	g.subs.mu.Lock()
+	for key := range g.subs.refs {
+		if d := ds[key.up]; d != nil {
+			held[d] = append(held[d], key.uri)
+		}
+	}
+	g.subs.mu.Unlock()
+	for d, uris := range held {
+		nd, _, err := g.openDedicated(d.owner, next, d.caps, d.version)
+		if err == nil {
+			_, err = nd.waitReady(ctx)
+		}
+		if err != nil {
+			g.log.Warn("renewing a client's subscriptions on a replaced upstream", zap.String(keyServer, next.Name()), zap.Error(err))
+			continue
+		}
+		for _, uri := range uris {
+			if err := nd.up.Subscribe(ctx, uri); err != nil {
+				g.log.Warn("renewing a subscription on a replaced upstream", zap.String(keyServer, next.Name()), zap.Error(err))
+				continue
+			}
+			g.subs.mu.Lock()
+			if sessions := g.subs.refs[subKey{d.up, uri}]; sessions != nil {
+				delete(g.subs.refs, subKey{d.up, uri})
+				g.subs.refs[subKey{nd.up, uri}] = sessions
+			}
+			g.subs.mu.Unlock()
+		}
+	}
+}
+
 // subscriptionCount is the number of upstream subscriptions held.
 func (g *Gateway) subscriptionCount() int {
 	g.subs.mu.Lock()
@@ -151,15 +197,64 @@ func (g *Gateway) subscriptionCount() int {
 }
 
 // ResourceUpdated delivers an upstream's resources/updated to the sessions
-// subscribed to the URI, written as they know it.
+// subscribed to the URI, written as they know it; from a per-client upstream
+// session, only to its own session, when subscribed.
 func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNotificationParams) {
 	uri := namespacing.WrapURI(from.Config().Namespace(), p.URI)
+	fwd := &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: p.Meta}
+	if d := r.g.perClient.dedicatedOf(from); d != nil {
+		if d.owner.ss == nil {
+			return // 2026-07-28 clients subscribe through their listen streams
+		}
+		meta := make(mcp.Meta, len(p.Meta)+1)
+		for k, v := range p.Meta {
+			meta[k] = v
+		}
+		meta[onlyForKey] = d.owner.ss
+		fwd.Meta = meta
+	}
 	// Asynchronous: this runs in the upstream's read loop.
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := r.g.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: p.Meta}); err != nil {
+		if err := r.g.server.ResourceUpdated(ctx, fwd); err != nil {
 			r.g.log.Debug("resources/updated not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
 		}
 	}()
+}
+
+// onlyForKey marks, in the _meta of a resources/updated the gateway hands
+// the SDK, the one session it is for (a *mcp.ServerSession): the SDK sends
+// it to every session subscribed to the URI, and onlyFor drops the others'
+// copies. The mark never leaves the process.
+const onlyForKey = "manifold/only-for"
+
+// onlyFor is sending middleware: it drops a resources/updated marked for
+// another session, and removes the mark from the one it sends.
+func onlyFor(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "notifications/resources/updated" {
+			return next(ctx, method, req)
+		}
+		p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams)
+		if !ok || p.Meta[onlyForKey] == nil {
+			return next(ctx, method, req)
+		}
+		if p.Meta[onlyForKey] != req.GetSession() {
+			return nil, nil
+		}
+		// The params are shared by every session's copy: send a copy.
+		fwd := *p
+		fwd.Meta = nil
+		for k, v := range p.Meta {
+			if k != onlyForKey {
+				if fwd.Meta == nil {
+					fwd.Meta = mcp.Meta{}
+				}
+				fwd.Meta[k] = v
+			}
+		}
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		return next(ctx, method, &mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Session: ss, Params: &fwd, Extra: req.GetExtra()})
+	}
 }
