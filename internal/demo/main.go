@@ -45,11 +45,14 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return err
 	}
 	s := NewServer(cfg.name, &cfg.opts)
-	s.AddReceivingMiddleware(cancelWhenDone(ctx))
+	s.AddReceivingMiddleware(mcpx.CancelWhenDone(ctx))
 	if cfg.httpAddr != "" {
 		return serveHTTP(ctx, s, cfg.httpAddr, stderr)
 	}
-	return serveStdio(ctx, s, stdin, stdout)
+	if err := mcpx.ServeStdio(ctx, s, stdin, stdout); err != nil {
+		return fmt.Errorf("demo-server: stdio: %w", err)
+	}
+	return nil
 }
 
 type config struct {
@@ -82,37 +85,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	return cfg, nil
-}
-
-// cancelWhenDone returns middleware that cancels each request's context when
-// done is done, so that shutdown does not wait for long-running handlers: the
-// SDK detaches handler contexts from the connection's context and closing a
-// session waits for in-flight requests.
-func cancelWhenDone(done context.Context) mcp.Middleware {
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(done, cancel)()
-			return next(ctx, method, req)
-		}
-	}
-}
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
-
-func serveStdio(ctx context.Context, s *mcp.Server, stdin io.Reader, stdout io.Writer) error {
-	rc, ok := stdin.(io.ReadCloser)
-	if !ok {
-		rc = io.NopCloser(stdin)
-	}
-	err := s.Run(ctx, &mcp.IOTransport{Reader: rc, Writer: nopWriteCloser{stdout}})
-	if err == nil || ctx.Err() != nil {
-		return nil // stdin closed, or asked to stop
-	}
-	return fmt.Errorf("demo-server: stdio: %w", err)
 }
 
 func serveHTTP(ctx context.Context, s *mcp.Server, addr string, stderr io.Writer) error {

@@ -59,12 +59,16 @@ type gatewayStatus struct {
 		} `json:"last"`
 	} `json:"reloads"`
 	Upstreams []struct {
-		Name  string `json:"name"`
-		State string `json:"state"`
-		PID   int    `json:"pid"`
+		Name           string `json:"name"`
+		State          string `json:"state"`
+		PID            int    `json:"pid"`
+		Session        string `json:"session"`
+		ClientSessions int    `json:"clientSessions"`
 	} `json:"upstreams"`
-	Draining int `json:"draining"`
-	Process  struct {
+	Draining      int `json:"draining"`
+	Sessions      int `json:"sessions"`
+	Subscriptions int `json:"subscriptions"`
+	Process       struct {
 		Goroutines int `json:"goroutines"`
 		OpenFiles  int `json:"openFiles"`
 	} `json:"process"`

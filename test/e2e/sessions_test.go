@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -10,35 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// sessionsStatus is the part of GET /status the per-client tests read.
-type sessionsStatus struct {
-	Sessions      int `json:"sessions"`
-	Subscriptions int `json:"subscriptions"`
-	Upstreams     []struct {
-		Name           string `json:"name"`
-		Session        string `json:"session"`
-		ClientSessions int    `json:"clientSessions"`
-	} `json:"upstreams"`
-	Process struct {
-		Goroutines int `json:"goroutines"`
-		OpenFiles  int `json:"openFiles"`
-	} `json:"process"`
-}
-
-func sessionsStatusOf(t *testing.T, g *gatewayProc) sessionsStatus {
-	t.Helper()
-	resp, err := http.Get(g.url("/status"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st sessionsStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatalf("GET /status: %d: %v", resp.StatusCode, err)
-	}
-	return st
-}
 
 // TestPerClientSessionsLeaveNoLeaks is acceptance 5 of the relay issue:
 // 200 client sessions open and close, each calling a tool, subscribing to
@@ -57,7 +27,7 @@ mcpServers:
 `, fixtureBinary(t), tag)))
 	http.DefaultClient.CloseIdleConnections()
 	time.Sleep(300 * time.Millisecond)
-	base := sessionsStatusOf(t, g)
+	base := status(t, g)
 	baseProcs := len(taggedProcesses(tag))
 	// The upstream that lists the catalog: the fixture, and the guard
 	// process that kills it if the gateway dies.
@@ -124,12 +94,12 @@ mcpServers:
 		return true
 	})
 
-	var now sessionsStatus
+	var now gatewayStatus
 	var procs int
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		http.DefaultClient.CloseIdleConnections()
-		now, procs = sessionsStatusOf(t, g), len(taggedProcesses(tag))
+		now, procs = status(t, g), len(taggedProcesses(tag))
 		// Slack of two goroutines and one file: the /status request's
 		// own connection.
 		settled := procs == baseProcs && now.Subscriptions == 0 && now.Upstreams[0].ClientSessions == 0 &&
