@@ -157,6 +157,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	})
 	// Outermost first: recover, then cancellation by session deletion, then
 	// spans, metrics and audit, then the gateway's own interception.
+	g.calls.watch = g.watchSession
 	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.observe, g.interceptor)
 	// Per-client resource updates reach their own session only.
 	g.server.AddSendingMiddleware(onlyFor)

@@ -286,14 +286,8 @@ var logLevelOrder = map[mcp.LoggingLevel]int{
 func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, pr *policy.Principal, level mcp.LoggingLevel) {
 	g.flights.levels.Store(ss, sessionLevel{level: level, principal: pr})
 	g.watchSession(ss) // the level is forgotten when the session ends
-	g.perClient.mu.Lock()
-	var own []*upstream.Upstream
-	for _, d := range g.perClient.byOwner[owner{ss: ss}] {
-		own = append(own, d.up)
-	}
-	g.perClient.mu.Unlock()
-	for _, up := range own {
-		g.applyLogLevel(ctx, ss, up)
+	for _, d := range g.perClient.owned(ss) {
+		g.applyLogLevel(ctx, ss, d.up)
 	}
 	most := mcp.LoggingLevel("")
 	g.flights.levels.Range(func(_, v any) bool {

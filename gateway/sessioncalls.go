@@ -25,9 +25,20 @@ var errSessionDeleted = errors.New("manifold: the client deleted its session")
 
 // sessionCalls is the registry of the requests in flight per session ID.
 // Only sessions with an ID (streamable HTTP with sessions) are recorded.
+// Requests of different sessions share no lock: a session's entry is
+// found in a sync.Map, and only its own requests take its mutex. The
+// entry lives as long as the session (forget).
 type sessionCalls struct {
-	mu sync.Mutex
-	m  map[string]map[*sessionCall]struct{}
+	m sync.Map // session ID → *sessionInflight
+	// watch is called once per session recorded, so that forget is called
+	// when it ends (Gateway.watchSession).
+	watch func(*mcp.ServerSession)
+}
+
+// sessionInflight is the requests in flight of one session.
+type sessionInflight struct {
+	mu    sync.Mutex
+	calls map[*sessionCall]struct{}
 }
 
 // sessionCall is one request in flight.
@@ -48,30 +59,37 @@ func (c *sessionCalls) track(next mcp.MethodHandler) mcp.MethodHandler {
 		if id == "" {
 			return next(ctx, method, req)
 		}
+		v, ok := c.m.Load(id)
+		if !ok {
+			var loaded bool
+			v, loaded = c.m.LoadOrStore(id, &sessionInflight{calls: map[*sessionCall]struct{}{}})
+			if !loaded && c.watch != nil {
+				c.watch(ss)
+			}
+		}
+		in := v.(*sessionInflight)
 		ctx, cancel := context.WithCancelCause(ctx)
 		call := &sessionCall{cancel: cancel}
 		if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
 			call.user = extra.TokenInfo.UserID
 		}
-		c.mu.Lock()
-		if c.m == nil {
-			c.m = map[string]map[*sessionCall]struct{}{}
-		}
-		if c.m[id] == nil {
-			c.m[id] = map[*sessionCall]struct{}{}
-		}
-		c.m[id][call] = struct{}{}
-		c.mu.Unlock()
+		in.mu.Lock()
+		in.calls[call] = struct{}{}
+		in.mu.Unlock()
 		defer func() {
-			c.mu.Lock()
-			delete(c.m[id], call)
-			if len(c.m[id]) == 0 {
-				delete(c.m, id)
-			}
-			c.mu.Unlock()
+			in.mu.Lock()
+			delete(in.calls, call)
+			in.mu.Unlock()
 			cancel(nil)
 		}()
 		return next(ctx, method, req)
+	}
+}
+
+// forget drops the entry of a session that ended.
+func (c *sessionCalls) forget(id string) {
+	if id != "" {
+		c.m.Delete(id)
 	}
 }
 
@@ -83,13 +101,18 @@ func (c *sessionCalls) cancelSession(r *http.Request) {
 	if id == "" {
 		return
 	}
+	v, ok := c.m.Load(id)
+	if !ok {
+		return
+	}
 	var user string
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 		user = ti.UserID
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for call := range c.m[id] {
+	in := v.(*sessionInflight)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for call := range in.calls {
 		if call.user == "" || call.user == user {
 			call.cancel(errSessionDeleted)
 		}

@@ -38,9 +38,14 @@ func TestDeleteSessionCancelsItsCalls(t *testing.T) {
 		return errc
 	}
 	inFlight := func(id string) bool {
-		gw.calls.mu.Lock()
-		defer gw.calls.mu.Unlock()
-		return len(gw.calls.m[id]) > 0
+		v, ok := gw.calls.m.Load(id)
+		if !ok {
+			return false
+		}
+		in := v.(*sessionInflight)
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		return len(in.calls) > 0
 	}
 	abandoned, sibling := slow(deleted, 20000), slow(other, 1000)
 	for deadline := time.Now().Add(5 * time.Second); !inFlight(deleted.ID()) || !inFlight(other.ID()); time.Sleep(5 * time.Millisecond) {
@@ -77,6 +82,10 @@ func TestDeleteSessionCancelsItsCalls(t *testing.T) {
 		t.Error("ended calls are still recorded")
 	}
 	deleted.Close()
+	waitFor(t, "the deleted session's entry to go", func() bool {
+		_, ok := gw.calls.m.Load(deleted.ID())
+		return !ok
+	})
 }
 
 // TestCancelSessionOwner: a DELETE cancels the calls of the session it
@@ -86,15 +95,11 @@ func TestCancelSessionOwner(t *testing.T) {
 	add := func(id, user string) context.Context {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		t.Cleanup(func() { cancel(nil) })
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.m == nil {
-			c.m = map[string]map[*sessionCall]struct{}{}
-		}
-		if c.m[id] == nil {
-			c.m[id] = map[*sessionCall]struct{}{}
-		}
-		c.m[id][&sessionCall{cancel: cancel, user: user}] = struct{}{}
+		v, _ := c.m.LoadOrStore(id, &sessionInflight{calls: map[*sessionCall]struct{}{}})
+		in := v.(*sessionInflight)
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		in.calls[&sessionCall{cancel: cancel, user: user}] = struct{}{}
 		return ctx
 	}
 	anon, alice, otherSession := add("s1", ""), add("s1", "alice"), add("s2", "")

@@ -45,38 +45,70 @@ type dedicated struct {
 	used    atomic.Int64 // unix nanoseconds of the last call
 }
 
-// perClient is the registry of dedicated upstream sessions.
+// perClient is the registry of dedicated upstream sessions. Calls and
+// relayed messages read it without a lock (sync.Map); opening, forgetting
+// and the bookkeeping below take mu.
 type perClient struct {
-	mu      sync.Mutex
-	byOwner map[owner]map[*upstream.Upstream]*dedicated // by base upstream
-	byUp    map[*upstream.Upstream]*dedicated
+	byKey sync.Map // dedicatedKey → *dedicated
+	byUp  sync.Map // its *upstream.Upstream → *dedicated
+
+	mu sync.Mutex
 	// watched are the downstream sessions whose end is awaited.
 	watched map[*mcp.ServerSession]bool
 	reaping bool // the idle reaper of principal-owned sessions runs
 }
 
+// dedicatedKey names a dedicated session: its owner and its server's pool
+// upstream.
+type dedicatedKey struct {
+	owner owner
+	base  *upstream.Upstream
+}
+
+// get returns o's dedicated session of base's server, or nil.
+func (p *perClient) get(o owner, base *upstream.Upstream) *dedicated {
+	if v, ok := p.byKey.Load(dedicatedKey{o, base}); ok {
+		return v.(*dedicated)
+	}
+	return nil
+}
+
 // dedicatedOf returns the record of a dedicated upstream, or nil for a
 // pool upstream.
 func (p *perClient) dedicatedOf(up *upstream.Upstream) *dedicated {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.byUp[up]
+	if v, ok := p.byUp.Load(up); ok {
+		return v.(*dedicated)
+	}
+	return nil
 }
 
 // find returns ss's dedicated session of base's server, or nil.
 func (p *perClient) find(ss *mcp.ServerSession, base *upstream.Upstream) *dedicated {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.byOwner[owner{ss: ss}][base]
+	return p.get(owner{ss: ss}, base)
+}
+
+// list returns the dedicated sessions that keep reports true for.
+func (p *perClient) list(keep func(*dedicated) bool) []*dedicated {
+	var out []*dedicated
+	p.byUp.Range(func(_, v any) bool {
+		if d := v.(*dedicated); keep(d) {
+			out = append(out, d)
+		}
+		return true
+	})
+	return out
+}
+
+// owned returns the dedicated sessions of ss.
+func (p *perClient) owned(ss *mcp.ServerSession) []*dedicated {
+	return p.list(func(d *dedicated) bool { return d.owner.ss == ss })
 }
 
 // countByBase returns the number of dedicated upstream sessions open, by
 // pool upstream.
 func (p *perClient) countByBase() map[*upstream.Upstream]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := make(map[*upstream.Upstream]int, len(p.byUp))
-	for _, d := range p.byUp {
+	n := map[*upstream.Upstream]int{}
+	for _, d := range p.list(func(*dedicated) bool { return true }) {
 		n[d.base]++
 	}
 	return n
@@ -157,12 +189,15 @@ func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstr
 	}
 
 	p := &g.perClient
-	p.mu.Lock()
-	d := p.byOwner[o][base]
+	d := p.get(o, base)
 	if d != nil {
-		d.used.Store(time.Now().UnixNano()) // under p.mu, as the reaper reads it
+		d.used.Store(time.Now().UnixNano())
+		// The reaper forgets only what it saw unused: if it took d before
+		// this call marked it, d is gone from the registry now.
+		if p.get(o, base) != d {
+			d = nil
+		}
 	}
-	p.mu.Unlock()
 	opened := false
 	if d == nil {
 		var err error
@@ -200,7 +235,7 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 	p := &g.perClient
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if d := p.byOwner[o][base]; d != nil {
+	if d := p.get(o, base); d != nil {
 		d.used.Store(time.Now().UnixNano())
 		return d, false, nil // another call opened it meanwhile
 	}
@@ -212,15 +247,8 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 	opts.NoLists = true
 	opts.Logger = opts.Logger.With(zap.String(keySession, config.SessionPerClient))
 	d.up = upstream.New(base.Config(), opts)
-	if p.byOwner == nil {
-		p.byOwner = map[owner]map[*upstream.Upstream]*dedicated{}
-		p.byUp = map[*upstream.Upstream]*dedicated{}
-	}
-	if p.byOwner[o] == nil {
-		p.byOwner[o] = map[*upstream.Upstream]*dedicated{}
-	}
-	p.byOwner[o][base] = d
-	p.byUp[d.up] = d
+	p.byUp.Store(d.up, d)
+	p.byKey.Store(dedicatedKey{o, base}, d)
 	d.up.Start(g.runCtx)
 	if o.ss != nil {
 		g.watchSessionLocked(o.ss)
@@ -251,7 +279,8 @@ func (d *dedicated) waitReady(ctx context.Context) (*dedicated, error) {
 }
 
 // watchSession releases what a downstream session holds when it ends: its
-// dedicated upstream sessions, resource subscriptions and log level. The
+// dedicated upstream sessions, resource subscriptions, log level and its
+// entry of requests in flight. The
 // SDK has no hook for it; the goroutine ends with the session.
 func (g *Gateway) watchSession(ss *mcp.ServerSession) {
 	g.perClient.mu.Lock()
@@ -285,14 +314,11 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	p := &g.perClient
 	p.mu.Lock()
 	delete(p.watched, ss)
-	var gone []*dedicated
-	for _, d := range p.byOwner[owner{ss: ss}] {
-		gone = append(gone, d)
-	}
 	p.mu.Unlock()
-	g.closeDedicated(gone) // first: their subscriptions end with them
+	g.closeDedicated(p.owned(ss)) // first: their subscriptions end with them
 	g.releaseSession(ss)
 	g.flights.levels.Delete(ss)
+	g.calls.forget(ss.ID())
 }
 
 // closeDedicated forgets ds and stops their upstream sessions.
@@ -310,13 +336,8 @@ func (g *Gateway) closeDedicated(ds []*dedicated) {
 
 // forgetLocked removes d from the registry; p.mu is held.
 func (p *perClient) forgetLocked(d *dedicated) {
-	if p.byOwner[d.owner][d.base] == d {
-		delete(p.byOwner[d.owner], d.base)
-		if len(p.byOwner[d.owner]) == 0 {
-			delete(p.byOwner, d.owner)
-		}
-	}
-	delete(p.byUp, d.up)
+	p.byKey.CompareAndDelete(dedicatedKey{d.owner, d.base}, d)
+	p.byUp.Delete(d.up)
 }
 
 // stopDedicated stops the upstream sessions of ds, forgotten already, in
@@ -345,16 +366,9 @@ func (g *Gateway) stopDedicated(ds []*dedicated) {
 func (p *perClient) takeBase(base *upstream.Upstream) []*dedicated {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*dedicated
-	for o, m := range p.byOwner {
-		if d := m[base]; d != nil {
-			out = append(out, d)
-			delete(m, base)
-			delete(p.byUp, d.up)
-			if len(m) == 0 {
-				delete(p.byOwner, o)
-			}
-		}
+	out := p.list(func(d *dedicated) bool { return d.base == base })
+	for _, d := range out {
+		p.forgetLocked(d)
 	}
 	return out
 }
@@ -363,11 +377,11 @@ func (p *perClient) takeBase(base *upstream.Upstream) []*dedicated {
 func (p *perClient) all() []*upstream.Upstream {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]*upstream.Upstream, 0, len(p.byUp))
-	for up := range p.byUp {
-		out = append(out, up)
+	var out []*upstream.Upstream
+	for _, d := range p.list(func(*dedicated) bool { return true }) {
+		p.forgetLocked(d)
+		out = append(out, d.up)
 	}
-	p.byUp, p.byOwner = nil, nil
 	return out
 }
 
@@ -385,24 +399,25 @@ func (g *Gateway) reapIdle(ctx context.Context) {
 		cutoff := time.Now().Add(-idle).UnixNano()
 		p := &g.perClient
 		p.mu.Lock()
-		var gone []*dedicated
-		for o, m := range p.byOwner {
-			if o.ss != nil {
-				continue
-			}
-			for _, d := range m {
-				if d.used.Load() < cutoff && d.up.InFlight() == 0 {
-					gone = append(gone, d)
-				}
-			}
-		}
-		// Forgotten under the lock that finds them: a call from now on
-		// opens a new session.
+		gone := p.list(func(d *dedicated) bool {
+			return d.owner.ss == nil && d.used.Load() < cutoff && d.up.InFlight() == 0
+		})
+		// Forgotten first, then looked at again: a call marks used and
+		// then checks that its session is still registered
+		// (dedicatedFor), so one that marked it before this second look
+		// keeps it, and one after opens a new session.
+		stop := gone[:0]
 		for _, d := range gone {
 			p.forgetLocked(d)
+			if d.used.Load() >= cutoff {
+				p.byUp.Store(d.up, d)
+				p.byKey.Store(dedicatedKey{d.owner, d.base}, d)
+				continue
+			}
+			stop = append(stop, d)
 		}
 		p.mu.Unlock()
-		g.stopDedicated(gone)
+		g.stopDedicated(stop)
 	}
 }
 
@@ -411,14 +426,7 @@ func (g *Gateway) reapIdle(ctx context.Context) {
 // A shared upstream is not told: it would ask outside any call, and the
 // gateway could not tell whose roots it wants.
 func (g *Gateway) rootsChanged(_ context.Context, req *mcp.RootsListChangedRequest) {
-	p := &g.perClient
-	p.mu.Lock()
-	var ups []*upstream.Upstream
-	for _, d := range p.byOwner[owner{ss: req.Session}] {
-		ups = append(ups, d.up)
-	}
-	p.mu.Unlock()
-	for _, up := range ups {
-		up.NotifyRootsListChanged()
+	for _, d := range g.perClient.owned(req.Session) {
+		d.up.NotifyRootsListChanged()
 	}
 }

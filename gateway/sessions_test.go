@@ -349,12 +349,7 @@ func TestPerClientResourceUpdatesReachTheirOwnSession(t *testing.T) {
 		}
 	}
 	rt, _ := h.gw.routes.Load().resource(uri)
-	h.gw.perClient.mu.Lock()
-	var ds []*dedicated
-	for _, d := range h.gw.perClient.byUp {
-		ds = append(ds, d)
-	}
-	h.gw.perClient.mu.Unlock()
+	ds := h.gw.perClient.list(func(*dedicated) bool { return true })
 	if len(ds) != 2 {
 		t.Fatalf("%d per-client sessions, want 2", len(ds))
 	}
@@ -396,12 +391,10 @@ func TestPerClientSubscriptionsSurviveAReplacement(t *testing.T) {
 		return st.Draining == 0 && len(st.Upstreams) == 1 && st.Upstreams[0].Replacement == nil &&
 			st.Upstreams[0].ClientSessions == 1 && st.Subscriptions == 1
 	})
-	h.gw.perClient.mu.Lock()
 	var d *dedicated
-	for _, x := range h.gw.perClient.byUp {
+	for _, x := range h.gw.perClient.list(func(*dedicated) bool { return true }) {
 		d = x
 	}
-	h.gw.perClient.mu.Unlock()
 	if d.base != h.gw.pool.serving()[0] || d.up.Subscriptions() != 1 {
 		t.Fatalf("the client's session is of the old server, or holds %d subscriptions", d.up.Subscriptions())
 	}

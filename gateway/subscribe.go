@@ -148,15 +148,10 @@ func (g *Gateway) moveSubscriptions(ctx context.Context, old, next *upstream.Ups
 // sessions of next for the same clients, opened now rather than on their
 // next call: a client that only listens would miss every update otherwise.
 func (g *Gateway) moveClientSubscriptions(ctx context.Context, old, next *upstream.Upstream) {
-	p := &g.perClient
-	p.mu.Lock()
 	ds := map[*upstream.Upstream]*dedicated{}
-	for up, d := range p.byUp {
-		if d.base == old {
-			ds[up] = d
-		}
+	for _, d := range g.perClient.list(func(d *dedicated) bool { return d.base == old }) {
+		ds[d.up] = d
 	}
-	p.mu.Unlock()
 	held := map[*dedicated][]string{}
 	g.subs.mu.Lock()
 	for key := range g.subs.refs {
