@@ -468,10 +468,13 @@ func (g *Gateway) end(bc *bridgedCall, round int, cause error) {
 	bc.expired = true
 	record := bc.record
 	bc.mu.Unlock()
-	g.abandon(bc, cause)
+	// Its record first: once the upstream call is cancelled and the call
+	// forgotten, everything that follows (a late retry, Close) must find
+	// it written.
 	if record != nil {
 		record(cause)
 	}
+	g.abandon(bc, cause)
 }
 
 // abandon cancels bc's upstream call with cause and forgets it.
