@@ -23,8 +23,8 @@ import (
 // served; the resource's path is appended to it (…/mcp).
 const prmPath = "/.well-known/oauth-protected-resource"
 
-// identityCtxKey carries the identity from requireAuth to the SDK's
-// token-info hook.
+// identityCtxKey carries the identity from require to the SDK's token-info
+// hook, and to the handlers of the legacy SSE session a GET opens.
 type identityCtxKey struct{}
 
 // httpAuth authenticates HTTP requests to the MCP endpoints. Requests carry
@@ -77,8 +77,7 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		ctx := withPrincipal(context.WithValue(r.Context(), identityCtxKey{}, id), id.Principal)
-		r = r.WithContext(ctx)
+		r = r.WithContext(context.WithValue(r.Context(), identityCtxKey{}, id))
 		if r.URL.Path == "/sse" && !h.bindSSE(w, r, sessionOwner(id)) {
 			return
 		}

@@ -1,0 +1,297 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// principalsHarness serves the alpha demo upstream over HTTP with
+// teamPolicy, and reloads the config edits give it.
+type principalsHarness struct {
+	gw  *Gateway
+	srv *httptest.Server
+
+	mu   sync.Mutex
+	edit func(*config.Config) // of the config the next reload loads
+}
+
+func (h *principalsHarness) config() *config.Config {
+	cfg := &config.Config{Servers: map[string]config.Server{
+		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
+	}, Gateway: config.DefaultGateway()}
+	teamPolicy(cfg)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.edit != nil {
+		h.edit(cfg)
+	}
+	return cfg
+}
+
+func newPrincipalsHarness(t *testing.T, edit func(*config.Config)) *principalsHarness {
+	t.Helper()
+	h := &principalsHarness{edit: edit}
+	f := newFakeUpstream(demo.NewServer("alpha", nil))
+	gw, err := New(h.config(), &Options{
+		Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport},
+		LoadConfig: func() (*config.Config, error) { return h.config(), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Start(context.Background())
+	h.gw, h.srv = gw, httptest.NewServer(gw.Handler())
+	t.Cleanup(func() {
+		for ss := range gw.Server().Sessions() {
+			ss.Close()
+		}
+		h.srv.Close()
+		gw.Close(context.Background())
+	})
+	return h
+}
+
+// reload applies the config with edit (on top of teamPolicy).
+func (h *principalsHarness) reload(t *testing.T, edit func(*config.Config)) {
+	t.Helper()
+	h.mu.Lock()
+	h.edit = edit
+	h.mu.Unlock()
+	if res, err := h.gw.Reload(context.Background(), TriggerAPI); err != nil || res.Result != ReloadApplied {
+		t.Fatalf("reload: %+v, %v", res, err)
+	}
+}
+
+// connectSSE opens a legacy SSE session with token.
+func connectSSE(t *testing.T, url, token string) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: bearer{token, http.DefaultTransport}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sse-test"}, nil).Connect(context.Background(),
+		&mcp.SSEClientTransport{Endpoint: url + "/sse", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("connect over SSE: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// withAlice sets alice's key entry.
+func withAlice(name string, groups ...string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Auth.APIKeys[0] = config.APIKey{Name: name, Key: aliceKey, Groups: groups}
+	}
+}
+
+// ended reports whether cs's session ended within a few seconds.
+func ended(cs *mcp.ClientSession) bool {
+	done := make(chan struct{})
+	go func() { cs.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+// TestReloadAppliesToEverySessionOfAPrincipal: a reload that moves alice
+// to another group takes alpha's tools from her streamable and her legacy
+// SSE session alike, at their next request; one that removes her key ends
+// both.
+func TestReloadAppliesToEverySessionOfAPrincipal(t *testing.T) {
+	h := newPrincipalsHarness(t, nil)
+	ctx := context.Background()
+	sessions := map[string]*mcp.ClientSession{
+		"streamable": connectAs(t, h.srv.URL, aliceKey, "2025-11-25"),
+		"sse":        connectSSE(t, h.srv.URL, aliceKey),
+	}
+	add := &mcp.CallToolParams{Name: "alpha__add", Arguments: map[string]any{"a": 1, "b": 2}}
+	for kind, cs := range sessions {
+		if !slices.Contains(toolNames(t, cs), "alpha__add") {
+			t.Fatalf("%s: alice lacks alpha__add before the reload", kind)
+		}
+		if _, err := cs.CallTool(ctx, add); err != nil {
+			t.Fatalf("%s: alice's add before the reload: %v", kind, err)
+		}
+	}
+
+	h.reload(t, withAlice("alice", "contractor"))
+	for kind, cs := range sessions {
+		if got, want := toolNames(t, cs), []string{"alpha__echo", "alpha__link"}; !slices.Equal(got, want) {
+			t.Errorf("%s: alice as a contractor lists %v, want %v", kind, got, want)
+		}
+		if _, err := cs.CallTool(ctx, add); rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), `unknown tool "alpha__add"`) {
+			t.Errorf("%s: alice's add as a contractor: %v, want unknown tool", kind, err)
+		}
+	}
+
+	h.reload(t, func(c *config.Config) { c.Auth.APIKeys = c.Auth.APIKeys[1:] })
+	if !ended(sessions["sse"]) {
+		t.Error("the SSE session of a removed key goes on")
+	}
+	if _, err := sessions["streamable"].ListTools(ctx, nil); err == nil {
+		t.Error("the streamable session of a removed key goes on")
+	}
+	waitFor(t, "no session left", func() bool { n, _ := h.gw.clients.count(""); return n == 0 })
+}
+
+// TestReloadEndsSessionsOfAKeyNamingAnotherPrincipal: when a reload gives
+// alice's key to another name, her sessions end: the next request of the
+// streamable one gets 404, as for any session that ended.
+func TestReloadEndsSessionsOfAKeyNamingAnotherPrincipal(t *testing.T) {
+	h := newPrincipalsHarness(t, nil)
+	resp, body := post(t, h.srv.URL+"/mcp", initBody, map[string]string{"Authorization": "Bearer " + aliceKey})
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	sse := connectSSE(t, h.srv.URL, aliceKey)
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	hdr := map[string]string{"Authorization": "Bearer " + aliceKey, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	if resp, body := post(t, h.srv.URL+"/mcp", ping, hdr); resp.StatusCode != http.StatusOK {
+		t.Fatalf("ping before: %d %s", resp.StatusCode, body)
+	}
+
+	h.reload(t, withAlice("mallory", "dev"))
+	if resp, body := post(t, h.srv.URL+"/mcp", ping, hdr); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("ping after the key changed hands: %d %s, want 404", resp.StatusCode, body)
+	}
+	if !ended(sse) {
+		t.Error("the SSE session of a key that names another principal goes on")
+	}
+}
+
+// TestReloadKeepsSessionsOfUnchangedCredentials: a reload that changes
+// auth without touching bob's key leaves bob's sessions alone.
+func TestReloadKeepsSessionsOfUnchangedCredentials(t *testing.T) {
+	h := newPrincipalsHarness(t, nil)
+	bob := connectSSE(t, h.srv.URL, bobKey)
+	h.reload(t, withAlice("alice", "contractor"))
+	if got, want := toolNames(t, bob), []string{"alpha__echo", "alpha__link"}; !slices.Equal(got, want) {
+		t.Errorf("bob lists %v after an unrelated reload, want %v", got, want)
+	}
+	if n, _ := h.gw.clients.count(""); n != 1 {
+		t.Errorf("%d sessions registered, want bob's 1", n)
+	}
+}
+
+// openRaw initializes a streamable session with token and returns its id.
+func openRaw(t *testing.T, url, token string) (sid string, status int, body string) {
+	t.Helper()
+	resp, body := post(t, url+"/mcp", initBody, map[string]string{"Authorization": "Bearer " + token})
+	return resp.Header.Get("Mcp-Session-Id"), resp.StatusCode, body
+}
+
+// pingRaw pings session sid with token and returns the HTTP status.
+func pingRaw(t *testing.T, url, token, sid string) int {
+	t.Helper()
+	resp, _ := post(t, url+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"ping"}`,
+		map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"})
+	return resp.StatusCode
+}
+
+// TestSessionsPerPrincipal: a principal at gateway.limits.maxSessionsPerPrincipal
+// that opens another session ends its own session idle the longest; the
+// others, and other principals' sessions, stay. With a call in flight on
+// each, it is refused with 503 naming the limit.
+func TestSessionsPerPrincipal(t *testing.T) {
+	h := newPrincipalsHarness(t, func(c *config.Config) {
+		c.Gateway.Limits.MaxSessions = 10
+		c.Gateway.Limits.MaxSessionsPerPrincipal = 3
+	})
+	alice, status, body := openRaw(t, h.srv.URL, aliceKey)
+	if status != http.StatusOK {
+		t.Fatalf("alice's session: %d %s", status, body)
+	}
+	var bob []string
+	for i := range 8 {
+		sid, status, body := openRaw(t, h.srv.URL, bobKey)
+		if status != http.StatusOK {
+			t.Fatalf("bob's session %d: %d %s", i, status, body)
+		}
+		bob = append(bob, sid)
+	}
+	for i, sid := range bob {
+		want := http.StatusOK
+		if i < 5 {
+			want = http.StatusNotFound // his oldest: ended for the newer ones
+		}
+		if got := pingRaw(t, h.srv.URL, bobKey, sid); got != want {
+			t.Errorf("bob's session %d: %d, want %d", i, got, want)
+		}
+	}
+	if got := pingRaw(t, h.srv.URL, aliceKey, alice); got != http.StatusOK {
+		t.Errorf("alice's session: %d, want 200", got)
+	}
+	if _, err := connectAs(t, h.srv.URL, aliceKey, "2025-11-25").CallTool(context.Background(),
+		&mcp.CallToolParams{Name: "alpha__add", Arguments: map[string]any{"a": 1, "b": 2}}); err != nil {
+		t.Errorf("alice's call in a new session: %v", err)
+	}
+	if n, mine := h.gw.clients.count("apikey:bob"); n != 5 || mine != 3 {
+		t.Errorf("%d sessions, bob's %d; want 5 and 3", n, mine)
+	}
+
+	t.Run("none idle", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		for i := range 3 { // each ends one of alice's idle sessions
+			cs := connectAs(t, h.srv.URL, aliceKey, "2025-11-25")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 20000}})
+			}()
+			waitFor(t, "alice's slow calls in flight", func() bool { return countFlights(h.gw) == i+1 })
+		}
+		_, status, body := openRaw(t, h.srv.URL, aliceKey)
+		if status != http.StatusServiceUnavailable || !strings.Contains(body, "maxSessionsPerPrincipal") || !strings.Contains(body, `"alice"`) {
+			t.Errorf("alice's 4th session with 3 busy: %d %q, want 503 naming maxSessionsPerPrincipal", status, body)
+		}
+	})
+}
+
+// TestSessionsAtTheGatewayLimit: with every session slot taken, a new
+// session of a principal holding few ends an idle session of the principal
+// holding the most, rather than being refused; that principal itself is
+// refused.
+func TestSessionsAtTheGatewayLimit(t *testing.T) {
+	h := newPrincipalsHarness(t, func(c *config.Config) {
+		c.Gateway.Limits.MaxSessions = 4
+		c.Gateway.Limits.MaxSessionsPerPrincipal = 5
+	})
+	var bob []string
+	for range 4 {
+		sid, status, body := openRaw(t, h.srv.URL, bobKey)
+		if status != http.StatusOK {
+			t.Fatalf("bob: %d %s", status, body)
+		}
+		bob = append(bob, sid)
+	}
+	if _, status, body := openRaw(t, h.srv.URL, bobKey); status != http.StatusServiceUnavailable || !strings.Contains(body, "gateway.limits.maxSessions") {
+		t.Errorf("bob's 5th: %d %q, want 503 naming maxSessions", status, body)
+	}
+	if _, status, body := openRaw(t, h.srv.URL, aliceKey); status != http.StatusOK {
+		t.Fatalf("alice at the gateway's limit: %d %s", status, body)
+	}
+	if got := pingRaw(t, h.srv.URL, bobKey, bob[0]); got != http.StatusNotFound {
+		t.Errorf("bob's oldest session: %d, want 404", got)
+	}
+	for _, sid := range bob[1:] {
+		if got := pingRaw(t, h.srv.URL, bobKey, sid); got != http.StatusOK {
+			t.Errorf("bob's other sessions: %d, want 200", got)
+		}
+	}
+}
