@@ -72,13 +72,37 @@ type localKey struct{}
 // next request of the sessions opened with it, and one that removes the
 // key leaves them nothing (and closes them: revokeClients).
 func principal(ctx context.Context, a *access, req mcp.Request) (p *policy.Principal, ok bool) {
+	return callerOf(ctx, req).principal(a)
+}
+
+// caller is who sent a request, in a form that resolves to a principal
+// under any access snapshot: what a session keeps beyond one request (its
+// log level) keeps this, not the principal of the moment.
+type caller struct {
+	id    *authn.Identity   // the credential it authenticated with, if any
+	fixed *policy.Principal // else a principal fixed for the request
+	local bool              // else: a session of the local principal (stdio)
+}
+
+// callerOf returns who sent req.
+func callerOf(ctx context.Context, req mcp.Request) caller {
 	if id := identity(ctx, req); id != nil {
-		return a.authn.Resolve(id)
+		return caller{id: id}
 	}
 	if p, ok := ctx.Value(principalKey{}).(*policy.Principal); ok {
-		return p, true
+		return caller{fixed: p}
 	}
-	if a.authn == nil || ctx.Value(localKey{}) != nil {
+	return caller{local: ctx.Value(localKey{}) != nil}
+}
+
+// principal returns c's principal under a; see the package function.
+func (c caller) principal(a *access) (*policy.Principal, bool) {
+	switch {
+	case c.id != nil:
+		return a.authn.Resolve(c.id)
+	case c.fixed != nil:
+		return c.fixed, true
+	case a.authn == nil || c.local:
 		return a.local, true
 	}
 	return nil, false

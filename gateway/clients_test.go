@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -19,8 +20,9 @@ import (
 // principalsHarness serves the alpha demo upstream over HTTP with
 // teamPolicy, and reloads the config edits give it.
 type principalsHarness struct {
-	gw  *Gateway
-	srv *httptest.Server
+	gw      *Gateway
+	srv     *httptest.Server
+	servers []string // besides alpha
 
 	mu   sync.Mutex
 	edit func(*config.Config) // of the config the next reload loads
@@ -30,6 +32,9 @@ func (h *principalsHarness) config() *config.Config {
 	cfg := &config.Config{Servers: map[string]config.Server{
 		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
 	}, Gateway: config.DefaultGateway()}
+	for _, name := range h.servers {
+		cfg.Servers[name] = config.Server{Name: name, Type: "stdio", Command: "unused"}
+	}
 	teamPolicy(cfg)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -41,10 +46,20 @@ func (h *principalsHarness) config() *config.Config {
 
 func newPrincipalsHarness(t *testing.T, edit func(*config.Config)) *principalsHarness {
 	t.Helper()
+	return newPrincipalsHarnessWith(t, edit, nil)
+}
+
+// newPrincipalsHarnessWith serves more upstreams beside alpha, by name.
+func newPrincipalsHarnessWith(t *testing.T, edit func(*config.Config), more map[string]*mcp.Server) *principalsHarness {
+	t.Helper()
 	h := &principalsHarness{edit: edit}
-	f := newFakeUpstream(demo.NewServer("alpha", nil))
+	transports := map[string]func() (mcp.Transport, error){"alpha": newFakeUpstream(demo.NewServer("alpha", nil)).transport}
+	for name, srv := range more {
+		h.servers = append(h.servers, name)
+		transports[name] = newFakeUpstream(srv).transport
+	}
 	gw, err := New(h.config(), &Options{
-		Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport},
+		Transports: transports,
 		LoadConfig: func() (*config.Config, error) { return h.config(), nil },
 	})
 	if err != nil {
@@ -293,5 +308,58 @@ func TestSessionsAtTheGatewayLimit(t *testing.T) {
 		if got := pingRaw(t, h.srv.URL, bobKey, sid); got != http.StatusOK {
 			t.Errorf("bob's other sessions: %d, want 200", got)
 		}
+	}
+}
+
+// TestReloadAppliesToLogsOutsideCalls: a log message an upstream sends
+// outside any call reaches the sessions whose principal may see that
+// upstream under the config in force, not the one in force when the
+// session set its log level.
+func TestReloadAppliesToLogsOutsideCalls(t *testing.T) {
+	const carolKey = "carol-key-0123456789"
+	addCarol := func(c *config.Config) {
+		c.Auth.APIKeys = append(c.Auth.APIKeys, config.APIKey{Name: "carol", Key: carolKey, Groups: []string{"dev"}})
+	}
+	h := newPrincipalsHarnessWith(t, addCarol, map[string]*mcp.Server{"l": laterServer()})
+	ctx := context.Background()
+	var mu sync.Mutex
+	var logs []string
+	hc := &http.Client{Transport: bearer{aliceKey, http.DefaultTransport}}
+	alice, err := mcp.NewClient(&mcp.Implementation{Name: "alice-sse"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, fmt.Sprint(req.Params.Data))
+		},
+	}).Connect(ctx, &mcp.SSEClientTransport{Endpoint: h.srv.URL + "/sse", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	if err := alice.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	carol := connectAs(t, h.srv.URL, carolKey, "2025-11-25")
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(logs)
+	}
+	if _, err := carol.CallTool(ctx, &mcp.CallToolParams{Name: "l__later"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "alice, a developer, gets l's log message", func() bool { return count() == 1 })
+
+	h.reload(t, func(c *config.Config) { addCarol(c); withAlice("alice", "contractor")(c) })
+	if _, err := carol.CallTool(ctx, &mcp.CallToolParams{Name: "l__later"}); err != nil {
+		t.Fatal(err)
+	}
+	// A third message, to carol only, marks the end of the second.
+	if _, err := carol.CallTool(ctx, &mcp.CallToolParams{Name: "l__later"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the messages are sent 20 ms after their call
+	if n := count(); n != 1 {
+		t.Errorf("alice, now a contractor who sees nothing of l, got %d of l's log messages, want the 1 from before", n)
 	}
 }
