@@ -123,19 +123,20 @@ func (c *clients) admit(e *edge, owner string, id *authn.Identity, kind string, 
 // idlest returns the client of set idle the longest, with no request in
 // flight, marked ending; nil when none is idle. c.mu is held.
 func idlest(set map[*client]struct{}) *client {
-	var best *client
-	for {
-		best = nil
+	// A request of the one found may begin before it is marked: then look
+	// again, a few times at most (requests keep beginning: nothing is idle).
+	for range 3 {
+		var best *client
 		for cl := range set {
 			if cl.busy.Load() == 0 && (best == nil || cl.used.Load() < best.used.Load()) {
 				best = cl
 			}
 		}
-		// A request of best may have begun since: then look again.
 		if best == nil || best.busy.CompareAndSwap(0, ending) {
 			return best
 		}
 	}
+	return nil
 }
 
 // ownerName is the principal's name in messages.
@@ -200,7 +201,7 @@ func (g *Gateway) openClient(w http.ResponseWriter, r *http.Request, kind string
 		return nil, nil, false
 	}
 	if evicted != nil {
-		g.log.Info("idle session ended to make room for a new one",
+		g.log.Debug("idle session ended to make room for a new one",
 			zap.String(keyPrincipal, ownerName(evicted.id)), zap.String(keyKind, evicted.kind))
 		g.endClient(evicted, errSessionEvicted)
 	}
