@@ -222,8 +222,8 @@ type Limits struct {
 	// MaxSessions (key "maxSessions") caps concurrent downstream sessions; default 1000.
 	MaxSessions int
 	// MaxSessionsPerPrincipal (key "maxSessionsPerPrincipal") caps the downstream sessions one
-	// principal holds; default 100. At the cap, a new session of that principal ends its own
-	// session idle the longest.
+	// principal holds while auth is on; default 100. At the cap, a new session of that
+	// principal ends its own session idle the longest.
 	MaxSessionsPerPrincipal int
 	// MaxMessageBytes (key "maxMessageBytes") caps one JSON-RPC message; default 4 MiB.
 	MaxMessageBytes int64

@@ -74,14 +74,16 @@ type clients struct {
 var errSessionLimit = errors.New("too many sessions")
 
 // admit registers a session that owner opens, within the limits of e. At
-// owner's own limit it ends owner's session idle the longest; at the
+// owner's own limit (while auth is on: without, every client is the local
+// principal, and only the gateway's limit applies) it ends owner's session
+// idle the longest; at the
 // gateway's limit, an idle session of the principal holding the most
 // sessions, when it holds more than owner. The ended session is returned
 // for the caller to close, outside the lock. With nothing idle to end, it
 // refuses with an error wrapping errSessionLimit that names the limit.
 func (c *clients) admit(e *edge, owner string, id *authn.Identity, kind string, cancel context.CancelFunc) (cl, evicted *client, err error) {
 	perOwner := e.maxPerOwner
-	if perOwner <= 0 {
+	if perOwner <= 0 || id == nil {
 		perOwner = math.MaxInt
 	}
 	c.mu.Lock()

@@ -363,3 +363,29 @@ func TestReloadAppliesToLogsOutsideCalls(t *testing.T) {
 		t.Errorf("alice, now a contractor who sees nothing of l, got %d of l's log messages, want the 1 from before", n)
 	}
 }
+
+// TestSessionsPerPrincipalNeedAuth: without auth every client is the local
+// principal, so only gateway.limits.maxSessions applies.
+func TestSessionsPerPrincipalNeedAuth(t *testing.T) {
+	_, srv := newHTTPGateway(t, func(g *config.Gateway) {
+		g.Limits.MaxSessions = 3
+		g.Limits.MaxSessionsPerPrincipal = 1
+	})
+	var sids []string
+	for i := range 3 {
+		resp, body := post(t, srv.URL+"/mcp", initBody, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("session %d: %d %s", i, resp.StatusCode, body)
+		}
+		sids = append(sids, resp.Header.Get("Mcp-Session-Id"))
+	}
+	for i, sid := range sids {
+		resp, _ := post(t, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"ping"}`, map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"})
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("session %d: %d, want 200", i, resp.StatusCode)
+		}
+	}
+	if resp, body := post(t, srv.URL+"/mcp", initBody, nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "gateway.limits.maxSessions") {
+		t.Errorf("4th session: %d %q, want 503 naming maxSessions", resp.StatusCode, body)
+	}
+}
