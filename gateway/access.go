@@ -110,14 +110,17 @@ func (c caller) principal(a *access) (*policy.Principal, bool) {
 
 // identity returns the identity req was authenticated with, or nil: the
 // request's own on streamable HTTP, whose every request carries its token;
-// on legacy SSE, whose messages carry none, that of the GET that opened the
-// session (its handlers run in that request's context), whose POSTs are
-// authenticated as the same principal (httpAuth.bindSSE).
+// on legacy SSE, whose messages carry none, that of the session's latest
+// POST, each authenticated as the principal of the GET that opened the
+// session (httpAuth.bindSSE), in whose context its handlers run.
 func identity(ctx context.Context, req mcp.Request) *authn.Identity {
 	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
 		if id, ok := extra.TokenInfo.Extra[identityKey].(*authn.Identity); ok {
 			return id
 		}
+	}
+	if sess, ok := ctx.Value(sseSessionKey{}).(*sseSession); ok {
+		return sess.latest.Load()
 	}
 	id, _ := ctx.Value(identityCtxKey{}).(*authn.Identity)
 	return id

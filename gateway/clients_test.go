@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -387,5 +389,48 @@ func TestSessionsPerPrincipalNeedAuth(t *testing.T) {
 	}
 	if resp, body := post(t, srv.URL+"/mcp", initBody, nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "gateway.limits.maxSessions") {
 		t.Errorf("4th session: %d %q, want 503 naming maxSessions", resp.StatusCode, body)
+	}
+}
+
+// swappable is a bearer whose token the test changes.
+type swappable struct{ token atomic.Value }
+
+func (s *swappable) RoundTrip(r *http.Request) (*http.Response, error) {
+	return bearer{s.token.Load().(string), http.DefaultTransport}.RoundTrip(r)
+}
+
+// TestSSETakesTheLatestToken: the messages of a legacy SSE session act as
+// the identity of the session's latest POST: a renewed JWT with other
+// groups applies to the next message, as on streamable HTTP.
+func TestSSETakesTheLatestToken(t *testing.T) {
+	const secret = "a-jwt-hmac-secret-of-at-least-32-bytes"
+	h := newPrincipalsHarness(t, func(c *config.Config) {
+		c.Auth.JWT = &config.JWT{Issuer: "https://idp.example", Audience: []string{"manifold"},
+			Secret: secret, PrincipalClaim: "sub", GroupsClaim: "groups"}
+	})
+	mint := func(groups ...string) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"iss": "https://idp.example", "aud": "manifold", "sub": "dora", "groups": groups,
+			"iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tok := &swappable{}
+	tok.token.Store(mint("dev"))
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sse-jwt"}, nil).Connect(context.Background(),
+		&mcp.SSEClientTransport{Endpoint: h.srv.URL + "/sse", HTTPClient: &http.Client{Transport: tok}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if !slices.Contains(toolNames(t, cs), "alpha__add") {
+		t.Fatal("dora as a developer lacks alpha__add")
+	}
+	tok.token.Store(mint("contractor"))
+	if got, want := toolNames(t, cs), []string{"alpha__echo", "alpha__link"}; !slices.Equal(got, want) {
+		t.Errorf("dora with a renewed token naming her a contractor lists %v, want %v", got, want)
 	}
 }
