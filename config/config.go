@@ -60,6 +60,7 @@ const (
 	defaultSeparator          = "__"
 	defaultMaxToolNameLength  = 64
 	defaultMaxSessions        = 1000
+	defaultMaxSessionsPerPrin = 100
 	defaultMaxMessageBytes    = 4 << 20
 	defaultMaxConcurrentCalls = 64
 	defaultSessionIdleTimeout = 30 * time.Minute
@@ -220,6 +221,10 @@ type TLS struct {
 type Limits struct {
 	// MaxSessions (key "maxSessions") caps concurrent downstream sessions; default 1000.
 	MaxSessions int
+	// MaxSessionsPerPrincipal (key "maxSessionsPerPrincipal") caps the downstream sessions one
+	// principal holds while auth is on; default 100. At the cap, a new session of that
+	// principal ends its own session idle the longest.
+	MaxSessionsPerPrincipal int
 	// MaxMessageBytes (key "maxMessageBytes") caps one JSON-RPC message; default 4 MiB.
 	MaxMessageBytes int64
 	// MaxConcurrentCalls (key "maxConcurrentCalls") caps in-flight calls per upstream;
@@ -288,6 +293,7 @@ func (g *Gateway) applyDefaults() {
 	setIfZero(&g.Separator, defaultSeparator)
 	setIfZero(&g.MaxToolNameLength, defaultMaxToolNameLength)
 	setIfZero(&g.Limits.MaxSessions, defaultMaxSessions)
+	setIfZero(&g.Limits.MaxSessionsPerPrincipal, defaultMaxSessionsPerPrin)
 	setIfZero(&g.Limits.MaxMessageBytes, defaultMaxMessageBytes)
 	setIfZero(&g.Limits.MaxConcurrentCalls, defaultMaxConcurrentCalls)
 	setIfZero(&g.Limits.SessionIdleTimeout, defaultSessionIdleTimeout)

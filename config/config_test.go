@@ -34,10 +34,11 @@ func wantGateway() Gateway {
 		Separator:         "__",
 		MaxToolNameLength: 64,
 		Limits: Limits{
-			MaxSessions:        1000,
-			MaxMessageBytes:    4194304,
-			MaxConcurrentCalls: 64,
-			SessionIdleTimeout: 30 * time.Minute,
+			MaxSessions:             1000,
+			MaxSessionsPerPrincipal: 100,
+			MaxMessageBytes:         4194304,
+			MaxConcurrentCalls:      64,
+			SessionIdleTimeout:      30 * time.Minute,
 		},
 		Timeouts: Timeouts{Connect: 30 * time.Second, Call: 60 * time.Second, Drain: 10 * time.Second},
 		Backoff:  Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
@@ -192,7 +193,7 @@ gateway:
   insecure: true
   allowedHosts: [mcp.example.com, "mcp.example.com:9000"]
   allowedOrigins: ["https://app.example.com"]
-  limits: {maxSessions: 5, maxMessageBytes: 1024, maxConcurrentCalls: 2, sessionIdleTimeout: 1m}
+  limits: {maxSessions: 5, maxSessionsPerPrincipal: 3, maxMessageBytes: 1024, maxConcurrentCalls: 2, sessionIdleTimeout: 1m}
   timeouts: {connect: 1s, call: 2s, drain: 3s}
   backoff: {initial: 100ms, max: 1s}
   log: {level: debug, format: console}
@@ -207,7 +208,7 @@ gateway:
 				Listen: "0.0.0.0:9000", Separator: "-", MaxToolNameLength: 60, Insecure: true,
 				AllowedHosts:   []string{"mcp.example.com", "mcp.example.com:9000"},
 				AllowedOrigins: []string{"https://app.example.com"},
-				Limits:         Limits{MaxSessions: 5, MaxMessageBytes: 1024, MaxConcurrentCalls: 2, SessionIdleTimeout: time.Minute},
+				Limits:         Limits{MaxSessions: 5, MaxSessionsPerPrincipal: 3, MaxMessageBytes: 1024, MaxConcurrentCalls: 2, SessionIdleTimeout: time.Minute},
 				Timeouts:       Timeouts{Connect: time.Second, Call: 2 * time.Second, Drain: 3 * time.Second},
 				Backoff:        Backoff{Initial: 100 * time.Millisecond, Max: time.Second},
 				Log:            Log{Level: "debug", Format: "console"},

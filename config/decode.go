@@ -65,6 +65,7 @@ func gatewayFields(g *Gateway) []field {
 		}},
 		{name: "limits", sub: []field{
 			{name: "maxSessions", ptr: &g.Limits.MaxSessions},
+			{name: "maxSessionsPerPrincipal", ptr: &g.Limits.MaxSessionsPerPrincipal},
 			{name: "maxMessageBytes", ptr: &g.Limits.MaxMessageBytes},
 			{name: "maxConcurrentCalls", ptr: &g.Limits.MaxConcurrentCalls},
 			{name: "sessionIdleTimeout", ptr: &g.Limits.SessionIdleTimeout},

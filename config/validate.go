@@ -210,9 +210,10 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 	}
 
 	for key, n := range map[string]int64{
-		"gateway.limits.maxSessions":        int64(g.Limits.MaxSessions),
-		"gateway.limits.maxMessageBytes":    g.Limits.MaxMessageBytes,
-		"gateway.limits.maxConcurrentCalls": int64(g.Limits.MaxConcurrentCalls),
+		"gateway.limits.maxSessions":             int64(g.Limits.MaxSessions),
+		"gateway.limits.maxSessionsPerPrincipal": int64(g.Limits.MaxSessionsPerPrincipal),
+		"gateway.limits.maxMessageBytes":         g.Limits.MaxMessageBytes,
+		"gateway.limits.maxConcurrentCalls":      int64(g.Limits.MaxConcurrentCalls),
 	} {
 		if n <= 0 {
 			v.add(key, "must be greater than 0")

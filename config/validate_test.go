@@ -277,7 +277,7 @@ mcpServers:
 gateway:
   separator: ""
   maxToolNameLength: 8
-  limits: {maxSessions: 0, maxMessageBytes: -1, maxConcurrentCalls: 0, sessionIdleTimeout: 0s}
+  limits: {maxSessions: 0, maxSessionsPerPrincipal: -1, maxMessageBytes: -1, maxConcurrentCalls: 0, sessionIdleTimeout: 0s}
   timeouts: {connect: 0s, call: -1s, drain: 0s}
   backoff: {initial: 1m, max: 1s}
   log: {format: text}
@@ -287,6 +287,7 @@ gateway:
 				{"m.yaml", "gateway.limits.maxConcurrentCalls", "greater than 0"},
 				{"m.yaml", "gateway.limits.maxMessageBytes", "greater than 0"},
 				{"m.yaml", "gateway.limits.maxSessions", "greater than 0"},
+				{"m.yaml", "gateway.limits.maxSessionsPerPrincipal", "greater than 0"},
 				{"m.yaml", "gateway.limits.sessionIdleTimeout", "greater than 0"},
 				{"m.yaml", "gateway.log.format", "json or console"},
 				{"m.yaml", "gateway.maxToolNameLength", "between 16 and 1024"},

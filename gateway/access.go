@@ -50,9 +50,8 @@ func newAccess(cfg *config.Config, an *authn.Authenticator) *access {
 // which the streamable HTTP transport hands to every request of a session.
 const identityKey = "manifold/identity"
 
-// principalKey is the context key of the principal of sessions whose
-// requests carry no token info: stdio, and legacy SSE, whose handlers run in
-// the context of the authenticated GET that opened the session.
+// principalKey is the context key of a principal fixed for the request:
+// that of the gateway's own endpoints (/status).
 type principalKey struct{}
 
 func withPrincipal(ctx context.Context, p *policy.Principal) context.Context {
@@ -65,21 +64,66 @@ func withPrincipal(ctx context.Context, p *policy.Principal) context.Context {
 type localKey struct{}
 
 // principal returns who sent req, under access snapshot a. ok is false when
-// auth is on and req holds no identity, which callers treat as "may see
-// nothing".
+// auth is on and req holds no identity, or one whose credential no longer
+// authenticates under a, which callers treat as "may see nothing".
+//
+// The principal is resolved from the credential for every request, on
+// every transport: a reload that changes a key's groups applies to the
+// next request of the sessions opened with it, and one that removes the
+// key leaves them nothing (and closes them: revokeClients).
 func principal(ctx context.Context, a *access, req mcp.Request) (p *policy.Principal, ok bool) {
-	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
-		if id, ok := extra.TokenInfo.Extra[identityKey].(*authn.Identity); ok {
-			return id.Principal, true
-		}
+	return callerOf(ctx, req).principal(a)
+}
+
+// caller is who sent a request, in a form that resolves to a principal
+// under any access snapshot: what a session keeps beyond one request (its
+// log level) keeps this, not the principal of the moment.
+type caller struct {
+	id    *authn.Identity   // the credential it authenticated with, if any
+	fixed *policy.Principal // else a principal fixed for the request
+	local bool              // else: a session of the local principal (stdio)
+}
+
+// callerOf returns who sent req.
+func callerOf(ctx context.Context, req mcp.Request) caller {
+	if id := identity(ctx, req); id != nil {
+		return caller{id: id}
 	}
 	if p, ok := ctx.Value(principalKey{}).(*policy.Principal); ok {
-		return p, true
+		return caller{fixed: p}
 	}
-	if a.authn == nil || ctx.Value(localKey{}) != nil {
+	return caller{local: ctx.Value(localKey{}) != nil}
+}
+
+// principal returns c's principal under a; see the package function.
+func (c caller) principal(a *access) (*policy.Principal, bool) {
+	switch {
+	case c.id != nil:
+		return a.authn.Resolve(c.id)
+	case c.fixed != nil:
+		return c.fixed, true
+	case a.authn == nil || c.local:
 		return a.local, true
 	}
 	return nil, false
+}
+
+// identity returns the identity req was authenticated with, or nil: the
+// request's own on streamable HTTP, whose every request carries its token;
+// on legacy SSE, whose messages carry none, that of the session's latest
+// POST, each authenticated as the principal of the GET that opened the
+// session (httpAuth.bindSSE), in whose context its handlers run.
+func identity(ctx context.Context, req mcp.Request) *authn.Identity {
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		if id, ok := extra.TokenInfo.Extra[identityKey].(*authn.Identity); ok {
+			return id
+		}
+	}
+	if sess, ok := ctx.Value(sseSessionKey{}).(*sseSession); ok {
+		return sess.latest.Load()
+	}
+	id, _ := ctx.Value(identityCtxKey{}).(*authn.Identity)
+	return id
 }
 
 // allowed reports whether req's principal may use the item. A denial is

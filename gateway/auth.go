@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
@@ -23,8 +24,8 @@ import (
 // served; the resource's path is appended to it (…/mcp).
 const prmPath = "/.well-known/oauth-protected-resource"
 
-// identityCtxKey carries the identity from requireAuth to the SDK's
-// token-info hook.
+// identityCtxKey carries the identity from require to the SDK's token-info
+// hook, and to the handlers of the legacy SSE session a GET opens.
 type identityCtxKey struct{}
 
 // httpAuth authenticates HTTP requests to the MCP endpoints. Requests carry
@@ -35,8 +36,21 @@ type identityCtxKey struct{}
 type httpAuth struct {
 	g        *Gateway
 	tokenHop func(http.Handler) http.Handler
-	sse      sync.Map // SSE session id → sessionOwner
+	sse      sync.Map // SSE session id → *sseSession
 }
+
+// sseSession is who a legacy SSE session belongs to, and the identity its
+// latest POST authenticated with: its messages carry no token of their own,
+// so their handlers take this one (identity), and a JWT the client renewed
+// brings its claims to the next message.
+type sseSession struct {
+	owner  string // sessionOwner
+	latest atomic.Pointer[authn.Identity]
+}
+
+// sseSessionKey is the context key of the *sseSession of the GET that
+// opened a session, in which its handlers run.
+type sseSessionKey struct{}
 
 func newHTTPAuth(g *Gateway) *httpAuth {
 	h := &httpAuth{g: g}
@@ -77,19 +91,21 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		ctx := withPrincipal(context.WithValue(r.Context(), identityCtxKey{}, id), id.Principal)
-		r = r.WithContext(ctx)
-		if r.URL.Path == "/sse" && !h.bindSSE(w, r, sessionOwner(id)) {
+		r = r.WithContext(context.WithValue(r.Context(), identityCtxKey{}, id))
+		if r.URL.Path == "/sse" && !h.bindSSE(w, r, id) {
 			return
 		}
 		if r.URL.Path == "/sse" && r.Method == http.MethodGet {
+			sess := &sseSession{owner: sessionOwner(id)}
+			sess.latest.Store(id)
+			r = r.WithContext(context.WithValue(r.Context(), sseSessionKey{}, sess))
 			sniff := &sseSniffer{ResponseWriter: w}
 			defer func() {
 				if sniff.id != "" {
 					h.sse.Delete(sniff.id)
 				}
 			}()
-			sniff.onID = func(sid string) { h.sse.Store(sid, sessionOwner(id)) }
+			sniff.onID = func(sid string) { h.sse.Store(sid, sess) }
 			w = sniff
 		}
 		authed.ServeHTTP(w, r)
@@ -154,17 +170,23 @@ func sessionOwner(id *authn.Identity) string {
 }
 
 // bindSSE refuses a POST to an SSE session opened by another principal,
-// with the answer for an unknown session.
-func (h *httpAuth) bindSSE(w http.ResponseWriter, r *http.Request, principal string) bool {
+// with the answer for an unknown session; for the session's own principal,
+// it notes id as the session's latest identity.
+func (h *httpAuth) bindSSE(w http.ResponseWriter, r *http.Request, id *authn.Identity) bool {
 	if r.Method != http.MethodPost {
 		return true
 	}
-	owner, ok := h.sse.Load(r.URL.Query().Get("sessionid"))
-	if ok && owner != principal {
+	v, ok := h.sse.Load(r.URL.Query().Get("sessionid"))
+	if !ok {
+		return true // the SDK answers for an unknown session
+	}
+	sess := v.(*sseSession)
+	if sess.owner != sessionOwner(id) {
 		h.g.log.Warn("request refused: SSE session of another principal", zap.String(keyAddr, r.RemoteAddr))
 		http.Error(w, "session not found", http.StatusNotFound)
 		return false
 	}
+	sess.latest.Store(id)
 	return true
 }
 

@@ -129,7 +129,8 @@ type bridgedKey struct{}
 // upstream.
 type bridgedCall struct {
 	id uint64
-	// method, name and principal bind its requestStates (bridgestate.go).
+	// method, name and principal (stateOwner) bind its requestStates
+	// (bridgestate.go).
 	method, name, principal string
 
 	// ctx is the upstream call's: the first round's values (trace, the
@@ -299,7 +300,7 @@ func (bc *bridgedCall) endError() error {
 // through the bridge, and serves its first round. Before Start and while
 // closing it forwards the call directly (server requests are then refused).
 func bridgeStart[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q, rt route) (R, error) {
-	bc, ok := g.openBridge(ctx, m.name, target(req), g.principalKey(ctx, req))
+	bc, ok := g.openBridge(ctx, m.name, target(req), g.stateOwner(ctx, req))
 	if !ok {
 		return m.forward(g, ctx, req, rt)
 	}
@@ -317,7 +318,7 @@ func bridgeResume[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, 
 	var zero R
 	g.bridge.init()
 	answers, state := m.input(req)
-	st, err := g.bridge.signer.verify(state, m.name, target(req), g.principalKey(ctx, req), time.Now())
+	st, err := g.bridge.signer.verify(state, m.name, target(req), g.stateOwner(ctx, req), time.Now())
 	if err != nil {
 		return zero, invalidState(err)
 	}
@@ -518,9 +519,15 @@ func bridgeResult[R mcp.Result](g *Gateway, bc *bridgedCall) (R, error) {
 	return res, bc.err
 }
 
-// principalKey is the key of req's principal ("" when unknown), which
-// requestStates are bound to.
-func (g *Gateway) principalKey(ctx context.Context, req mcp.Request) string {
+// stateOwner is who req's requestStates are bound to: its principal's key
+// ("" when unknown) and how it authenticated (the method and the key id or
+// JWT issuer; none for the local principal), so that a principal of the
+// same name and groups that authenticated otherwise is another owner.
+func (g *Gateway) stateOwner(ctx context.Context, req mcp.Request) string {
 	pr, _ := principal(ctx, g.current().access, req)
-	return pr.Key()
+	var method, source string
+	if id := identity(ctx, req); id != nil {
+		method, source = id.Method, id.Source
+	}
+	return bindOwner(method, source, pr.Key())
 }

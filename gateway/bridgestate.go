@@ -19,14 +19,16 @@ import (
 // its expiry in Unix milliseconds (8), big-endian — followed by the 32-byte
 // HMAC-SHA256 of
 //
-//	bridgeStatePrefix ‖ payload ‖ method ‖ len(name) ‖ name ‖ principal key
+//	bridgeStatePrefix ‖ payload ‖ method ‖ len(name) ‖ name ‖ owner
 //
-// (len as a uvarint: no name and principal can pass for another pair)
-// under a random key made once per process. The method, the name (tool,
-// prompt or URI as the client wrote it) and the principal are not in the
-// payload: a state verifies only on a retry of the same request by the same
-// principal, so a state that was tampered with, or made for another call or
-// principal, fails alike. States do not survive a restart, and neither do
+// (len as a uvarint: no name and owner can pass for another pair) under a
+// random key made once per process. The owner (bindOwner) is the
+// principal's key with how it authenticated: the method and the API key's
+// id or the JWT's issuer. The method, the name (tool, prompt or URI as the
+// client wrote it) and the owner are not in the payload: a state verifies
+// only on a retry of the same request by the same principal authenticated
+// the same way, so a state that was tampered with, or made for another
+// call, principal or credential, fails alike. States do not survive a restart, and neither do
 // the calls they name (DESIGN.md decision 7).
 //
 // The prefix tells the gateway's states from an upstream's, which pass
@@ -68,11 +70,25 @@ func newStateKey() []byte {
 	return k
 }
 
+// bindOwner returns the owner a requestState is bound to: the
+// authentication method, the credential's source (key id or issuer) and
+// the principal's key, each but the last preceded by its length (uvarint),
+// so that no two triples give the same owner.
+func bindOwner(method, source, principal string) string {
+	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(method)+len(source)+len(principal))
+	b = binary.AppendUvarint(b, uint64(len(method)))
+	b = append(b, method...)
+	b = binary.AppendUvarint(b, uint64(len(source)))
+	b = append(b, source...)
+	return string(append(b, principal...))
+}
+
 // isBridgeState reports whether s is a requestState of the gateway (as
 // opposed to an upstream's, or none).
 func isBridgeState(s string) bool { return strings.HasPrefix(s, bridgeStatePrefix) }
 
-// sign returns the requestState naming st, for method, name and principal.
+// sign returns the requestState naming st, for method, name and owner
+// (principal, as bindOwner makes it).
 func (s *stateSigner) sign(st bridgeState, method, name, principal string) string {
 	var buf [statePayloadLen + stateMACLen]byte
 	binary.BigEndian.PutUint64(buf[0:8], st.id)
@@ -82,7 +98,8 @@ func (s *stateSigner) sign(st bridgeState, method, name, principal string) strin
 	return bridgeStatePrefix + base64.RawURLEncoding.EncodeToString(buf[:])
 }
 
-// verify checks state for a retry of method on name by principal at now,
+// verify checks state for a retry of method on name by principal (the
+// owner, as bindOwner makes it) at now,
 // and returns what it names. Errors wrap errBadState.
 func (s *stateSigner) verify(state, method, name, principal string, now time.Time) (bridgeState, error) {
 	// Strict: one encoding per state, so that only the string issued

@@ -107,6 +107,9 @@ type Gateway struct {
 	started, stopping atomic.Bool
 	// unobserve stops the metric callbacks registered by Start.
 	unobserve []func()
+
+	// clients are the downstream HTTP sessions, by principal (clients.go).
+	clients clients
 }
 
 // New builds a Gateway for cfg, which must be valid (config.Load validates).
@@ -156,9 +159,10 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		KeepAlive:               0,
 	})
 	// Outermost first: recover, then cancellation by session deletion, then
-	// spans, metrics and audit, then the gateway's own interception.
+	// the session's last use (clients.go), then spans, metrics and audit,
+	// then the gateway's own interception.
 	g.calls.watch = g.watchSession
-	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.observe, g.interceptor)
+	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.observe, g.interceptor)
 	// Per-client resource updates reach their own session only.
 	g.server.AddSendingMiddleware(onlyFor)
 

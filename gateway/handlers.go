@@ -337,8 +337,7 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && p != nil && err == nil {
 				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-					pr, _ := principal(ctx, g.current().access, req)
-					g.setLogLevel(ctx, ss, pr, p.Level)
+					g.setLogLevel(ctx, ss, callerOf(ctx, req), p.Level)
 				}
 			}
 			return res, err

@@ -30,7 +30,8 @@ const modernProtocol = "2026-07-28"
 //	      liveness and readiness (see Readiness), without authentication
 //
 // wrapped in Host/Origin checks (DNS rebinding), the message size limit,
-// bearer authentication (when auth is on) and the session limit.
+// bearer authentication (when auth is on) and the session limits
+// (clients.go).
 func (g *Gateway) Handler() http.Handler {
 	// The SDK fixes its options at construction; everything a reload may
 	// change (limits, hosts, auth) is checked per request, from the current
@@ -61,7 +62,13 @@ func (g *Gateway) Handler() http.Handler {
 			stateless.ServeHTTP(w, r)
 			return
 		}
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !g.admitSession(w) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			cl, r, ok := g.openClient(w, r, kindStreamable, nil)
+			if !ok {
+				return
+			}
+			defer g.settleOpened(cl)
+			stateful.ServeHTTP(w, r)
 			return
 		}
 		if r.Method == http.MethodDelete {
@@ -70,7 +77,17 @@ func (g *Gateway) Handler() http.Handler {
 		stateful.ServeHTTP(w, r)
 	})))
 	mux.Handle("/sse", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && !g.admitSession(w) {
+		if r.Method == http.MethodGet {
+			// The stream, and with it the session, lasts as long as this
+			// request; cancel ends it early (endClient).
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			cl, r, ok := g.openClient(w, r.WithContext(ctx), kindSSE, cancel)
+			if !ok {
+				return
+			}
+			defer g.clients.remove(cl)
+			sse.ServeHTTP(w, r)
 			return
 		}
 		sse.ServeHTTP(w, r)
@@ -80,18 +97,6 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
 	return g.checkHostOrigin(g.limitBody(mux))
-}
-
-// admitSession enforces gateway.limits.maxSessions on requests that would
-// open a session. It writes the refusal itself.
-func (g *Gateway) admitSession(w http.ResponseWriter) bool {
-	max := g.current().edge.maxSessions
-	if n := g.sessionCount(); n < max {
-		return true
-	}
-	w.Header().Set("Retry-After", "5")
-	http.Error(w, fmt.Sprintf("too many sessions: the gateway serves at most %d (gateway.limits.maxSessions)", max), http.StatusServiceUnavailable)
-	return false
 }
 
 // sessionCount is the number of open downstream sessions, on every transport.

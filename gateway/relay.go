@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -100,12 +99,12 @@ type flights struct {
 	upLevels sync.Map // *upstream.Upstream → mcp.LoggingLevel
 }
 
-// sessionLevel is the log level a legacy session set, and its principal:
-// a log message outside any call goes only to sessions whose principal may
-// see its server.
+// sessionLevel is the log level a legacy session set, and who set it: a
+// log message outside any call goes only to sessions whose principal, as
+// the config in force has it, may see its server.
 type sessionLevel struct {
-	level     mcp.LoggingLevel
-	principal *policy.Principal
+	level mcp.LoggingLevel
+	who   caller
 }
 
 type upFlights struct {
@@ -283,8 +282,8 @@ var logLevelOrder = map[mcp.LoggingLevel]int{
 // pre-2026 upstream that logs is set to the most verbose level any open
 // session asked for (the SDK filters what each session receives by its own
 // level); the session's per-client upstream sessions get its level.
-func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, pr *policy.Principal, level mcp.LoggingLevel) {
-	g.flights.levels.Store(ss, sessionLevel{level: level, principal: pr})
+func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, who caller, level mcp.LoggingLevel) {
+	g.flights.levels.Store(ss, sessionLevel{level: level, who: who})
 	g.watchSession(ss) // the level is forgotten when the session ends
 	for _, d := range g.perClient.owned(ss) {
 		g.applyLogLevel(ctx, ss, d.up)
@@ -503,7 +502,7 @@ func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
 	ctx, cancel := context.WithTimeout(r.g.runCtx, notifyTimeout)
 	defer cancel()
 	r.g.flights.levels.Range(func(k, v any) bool {
-		if r.g.sees(v.(sessionLevel).principal, from.Name()) {
+		if pr, _ := v.(sessionLevel).who.principal(r.g.current().access); r.g.sees(pr, from.Name()) {
 			_ = k.(*mcp.ServerSession).Log(ctx, &fwd)
 		}
 		return true

@@ -163,6 +163,14 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	res.poolChanges = g.updatePool(cfg)
 	g.pool.mu.Unlock()
 
+	if authChanged {
+		// Sessions opened with a key that was removed, or now names another
+		// principal, end; the others resolve their principal anew per
+		// request (access.go).
+		if n := g.revokeClients(g.current().access); n > 0 {
+			g.log.Info("sessions ended: their credential no longer authenticates", zap.Int("sessions", n))
+		}
+	}
 	if authChanged && old.access.authn != nil {
 		old.access.authn.Close()
 	}

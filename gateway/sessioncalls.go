@@ -118,3 +118,18 @@ func (c *sessionCalls) cancelSession(r *http.Request) {
 		}
 	}
 }
+
+// cancelID cancels every request in flight on the session with id, with
+// cause: the gateway is closing it.
+func (c *sessionCalls) cancelID(id string, cause error) {
+	v, ok := c.m.Load(id)
+	if id == "" || !ok {
+		return
+	}
+	in := v.(*sessionInflight)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for call := range in.calls {
+		call.cancel(cause)
+	}
+}

@@ -319,6 +319,7 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	g.releaseSession(ss)
 	g.flights.levels.Delete(ss)
 	g.calls.forget(ss.ID())
+	g.clients.ended(ss)
 }
 
 // closeDedicated forgets ds and stops their upstream sessions.

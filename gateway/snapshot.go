@@ -45,6 +45,7 @@ type edge struct {
 	origins      map[string]bool // gateway.allowedOrigins, lower case, no trailing slash
 	maxBytes     int64           // gateway.limits.maxMessageBytes
 	maxSessions  int             // gateway.limits.maxSessions
+	maxPerOwner  int             // gateway.limits.maxSessionsPerPrincipal
 }
 
 func newEdge(gw *config.Gateway) *edge {
@@ -55,6 +56,7 @@ func newEdge(gw *config.Gateway) *edge {
 		origins:      make(map[string]bool, len(gw.AllowedOrigins)),
 		maxBytes:     gw.Limits.MaxMessageBytes,
 		maxSessions:  gw.Limits.MaxSessions,
+		maxPerOwner:  gw.Limits.MaxSessionsPerPrincipal,
 	}
 	for _, h := range gw.AllowedHosts {
 		e.hosts[strings.ToLower(stripPort(h))] = true

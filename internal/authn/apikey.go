@@ -11,10 +11,26 @@ import (
 	"github.com/manifold-mcp/manifold/policy"
 )
 
-// apiKey is one configured API key: the SHA-256 of the token and the principal it proves.
+// apiKey is one configured API key: the SHA-256 of the token, its key id and the principal it
+// proves.
 type apiKey struct {
 	hash      [sha256.Size]byte
+	id        string
 	principal *policy.Principal
+}
+
+// keyIDPrefix starts every key id.
+const keyIDPrefix = "key-"
+
+// KeyID returns the key id of the API key whose SHA-256 is hash: "key-" and 24 hex digits of a
+// hash of it under a label of its own. It names the key in sessions and requestStates without
+// revealing the key or its configured keyHash, and stays the same across reloads as long as
+// the key does.
+func KeyID(hash [sha256.Size]byte) string {
+	h := sha256.New()
+	h.Write([]byte("manifold api key id\x00"))
+	h.Write(hash[:])
+	return keyIDPrefix + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // newAPIKeys hashes the configured keys, or decodes their hashes, and builds each principal
@@ -39,16 +55,17 @@ func newAPIKeys(cfg []config.APIKey) ([]apiKey, error) {
 			}
 			copy(key.hash[:], b)
 		}
+		key.id = KeyID(key.hash)
 		key.principal = policy.NewPrincipal(k.Name, k.Groups)
 		keys = append(keys, key)
 	}
 	return keys, nil
 }
 
-// matchAPIKey returns the principal of the key equal to token, or nil. It compares the token's
+// matchAPIKey returns the key equal to token, or nil. It compares the token's
 // hash with every key in constant time and without stopping at a match, so its duration tells
 // nothing about which keys exist or how close the token came.
-func matchAPIKey(keys []apiKey, token string) *policy.Principal {
+func matchAPIKey(keys []apiKey, token string) *apiKey {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -61,5 +78,5 @@ func matchAPIKey(keys []apiKey, token string) *policy.Principal {
 	if found < 0 {
 		return nil
 	}
-	return keys[found].principal
+	return &keys[found]
 }

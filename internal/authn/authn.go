@@ -45,6 +45,33 @@ type Identity struct {
 	// Scopes are those of the JWT's "scope" claim (space-separated) or, without it, of its "scp"
 	// claim (a list, or a space-separated string); nil for API keys and JWTs without them.
 	Scopes []string
+	// Source names the credential, without holding a secret: for an API key its key id (see
+	// KeyID), for a JWT its issuer.
+	Source string
+
+	// verifier is the fingerprint of the JWT settings that verified a JWT (jwtVerifier.id).
+	verifier string
+}
+
+// Resolve returns the principal that id's credential proves under a, which may be another
+// Authenticator than the one that authenticated id (a reload built a new one): for an API key,
+// the principal of the same key now, with its current name and groups; for a JWT, id's own
+// principal while a verifies JWTs with the same settings. ok is false when the credential no
+// longer authenticates under a: the key was removed, or the JWT settings changed. a may be
+// nil (auth is off), which resolves nothing. Resolve allocates nothing and is safe for
+// concurrent use.
+func (a *Authenticator) Resolve(id *Identity) (p *policy.Principal, ok bool) {
+	if a == nil || !a.enabled || id == nil {
+		return nil, false
+	}
+	switch id.Method {
+	case MethodAPIKey:
+		p = a.byKeyID[id.Source]
+		return p, p != nil
+	case MethodJWT:
+		return id.Principal, a.jwt != nil && id.verifier == a.jwt.id
+	}
+	return nil, false
 }
 
 // Options configures an Authenticator. The zero value (or nil) gives the defaults.
@@ -67,7 +94,8 @@ type Options struct {
 // concurrent use. Close stops its background work.
 type Authenticator struct {
 	log     *zap.Logger
-	keys    []apiKey     // nil without API keys
+	keys    []apiKey // nil without API keys
+	byKeyID map[string]*policy.Principal
 	jwt     *jwtVerifier // nil without JWT
 	enabled bool
 
@@ -106,6 +134,10 @@ func New(ctx context.Context, cfg *config.Auth, opts *Options) (*Authenticator, 
 		return nil, err
 	}
 	a.keys = keys
+	a.byKeyID = make(map[string]*policy.Principal, len(keys))
+	for _, k := range keys {
+		a.byKeyID[k.id] = k.principal
+	}
 	if cfg.JWT == nil {
 		return a, nil
 	}
@@ -166,8 +198,8 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (*Identi
 	case len(token) > MaxTokenLength:
 		return nil, errTooLong
 	}
-	if p := matchAPIKey(a.keys, token); p != nil {
-		return &Identity{Principal: p, Method: MethodAPIKey}, nil
+	if k := matchAPIKey(a.keys, token); k != nil {
+		return &Identity{Principal: k.principal, Method: MethodAPIKey, Source: k.id}, nil
 	}
 	if a.jwt == nil || (len(a.keys) > 0 && strings.Count(token, ".") != 2) {
 		// Not a key, and not a JWT either: three dot-separated parts.

@@ -2,6 +2,9 @@ package authn
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +31,10 @@ type jwtVerifier struct {
 	audience       []string // accepted "aud" values: any one must be present
 	principalClaim string
 	groupsClaim    string
+	issuer         string
+	// id fingerprints the settings (Identity.verifier): a JWT verified under other settings no
+	// longer resolves (Authenticator.Resolve).
+	id string
 
 	// Rejections naming the configured claims, built once.
 	errPrincipalMissing rejection
@@ -59,7 +66,9 @@ func newJWTVerifier(cfg *config.Auth, src *keySource, now func() time.Time) (*jw
 		audience:       slices.Clone(audience),
 		principalClaim: cmpOr(j.PrincipalClaim, defaultPrincipalClaim),
 		groupsClaim:    cmpOr(j.GroupsClaim, defaultGroupsClaim),
+		issuer:         j.Issuer,
 	}
+	v.id = fingerprint(j, audience)
 	v.errPrincipalMissing = rejection("claim " + v.principalClaim + " missing")
 	v.errPrincipalType = rejection("claim " + v.principalClaim + " is not a string")
 	v.errPrincipalGroup = rejection("claim " + v.principalClaim + " starts with " + config.GroupPrefix)
@@ -116,6 +125,8 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (*Identity, erro
 		Method:    MethodJWT,
 		Expiry:    exp.Time,
 		Scopes:    scopes,
+		Source:    v.issuer,
+		verifier:  v.id,
 	}, nil
 }
 
@@ -275,4 +286,16 @@ func claimsReason(claims jwt.MapClaims, err error) rejection {
 		}
 	}
 	return errClaims
+}
+
+// fingerprint returns a hash of the JWT settings j with the audience in force: equal for equal
+// settings, so that a reload that keeps them keeps the sessions of their JWTs. It holds no
+// secret (the HMAC secret goes into the hash only).
+func fingerprint(j *config.JWT, audience []string) string {
+	b, _ := json.Marshal(struct {
+		JWT      *config.JWT
+		Audience []string
+	}{j, audience}) // plain strings, lists and a duration: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
