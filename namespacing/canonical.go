@@ -296,6 +296,12 @@ func specialScheme(scheme string) (special bool, defaultPort string) {
 // indexAny is strings.IndexAny for ASCII chars, skipping the "{…}"
 // expressions of a template.
 func indexAny(s, chars string, template bool) int {
+	if !template {
+		if len(chars) == 1 {
+			return strings.IndexByte(s, chars[0])
+		}
+		return strings.IndexAny(s, chars)
+	}
 	inExpr := false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {

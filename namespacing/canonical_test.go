@@ -255,8 +255,13 @@ func FuzzNonCanonicalURI(f *testing.F) {
 	for _, u := range canonicalURIs {
 		f.Add(u)
 	}
+	f.Add("manifold://gh/repo://{owner}/{repo}{/path*}{?ref,depth}")
 	f.Fuzz(func(t *testing.T, uri string) {
-		if namespacing.NonCanonicalURI(uri) {
+		nonCanonical := namespacing.NonCanonicalURI(uri)
+		if !strings.ContainsAny(uri, "{}") && namespacing.NonCanonicalTemplate(uri) != nonCanonical {
+			t.Fatalf("NonCanonicalTemplate(%q) differs from NonCanonicalURI for a URI without expressions", uri)
+		}
+		if nonCanonical {
 			return
 		}
 		// The prefix of a wrapped URI is the gateway's own, matched exactly
