@@ -22,8 +22,9 @@ import "strings"
 //     empty password ("u:@"), no ';' or '=' in the userinfo, no '@' beyond
 //     the one that ends it, a lowercase host, and a port, if any, of
 //     digits without leading zeros, at most 65535;
-//   - without "." or ".." path segments (their percent-encoded spellings
-//     are refused above), and without a second '#';
+//   - without "." or ".." segments between slashes before the query (their
+//     percent-encoded spellings are refused above), and without a second
+//     '#';
 //   - for the schemes the WHATWG URL Standard treats as special (http,
 //     https, ws, wss, ftp, file): written with "//", a path that starts
 //     with '/', a host of [a-z0-9._-] that is a canonical dotted-quad IPv4
@@ -74,6 +75,7 @@ func canonical(s string, template bool) bool {
 		return false // RFC 3986 parsers read what precedes the ':' as a scheme
 	}
 	special, defaultPort := specialScheme(scheme)
+	hier := rest // all that follows the scheme
 	if strings.HasPrefix(rest, "//") {
 		rest = rest[2:]
 		end := indexAny(rest, "/?#", template)
@@ -90,17 +92,20 @@ func canonical(s string, template bool) bool {
 	} else if special {
 		return false // "http:x" and "file:/x" gain a "//"
 	}
-	end := indexAny(rest, "?#", template)
-	if end < 0 {
-		end = len(rest)
+	if end := indexAny(rest, "?#", template); end >= 0 {
+		rest = rest[end:]
+	} else {
+		rest = ""
 	}
-	path, rest := rest[:end], rest[end:]
-	for path != "" {
-		seg := path
-		if i := indexAny(path, "/", template); i >= 0 {
-			seg, path = path[:i], path[i+1:]
+	// No "." or ".." between slashes before the query, in the path or
+	// elsewhere: wrapped, "//./x" is a path segment of the manifold:// URI.
+	head := hier[:len(hier)-len(rest)]
+	for head != "" {
+		seg := head
+		if i := indexAny(head, "/", template); i >= 0 {
+			seg, head = head[:i], head[i+1:]
 		} else {
-			path = ""
+			head = ""
 		}
 		if seg == "." || seg == ".." {
 			return false

@@ -144,6 +144,9 @@ func TestNonCanonicalURI(t *testing.T) {
 		{name: "short percent", uri: "manifold://s/%4", want: true},
 		{name: "template braces in a URI", uri: "manifold://s/items/{id}", want: true},
 		{name: "opaque dot-dot", uri: "demo:..", want: true},
+		{name: "dot host", uri: "demo://./x", want: true},
+		{name: "wrapped network-path dot", uri: "manifold://0///.", want: true}, // found by FuzzURIAgainstWHATWG
+		{name: "dot-dot host", uri: "manifold://p///../x", want: true},
 		{name: "relative dot", uri: "./x", want: true},
 		{name: "port", uri: "demo://r:8080/x", want: false},
 		{name: "port too large", uri: "demo://r:65536/x", want: true},
