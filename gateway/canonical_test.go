@@ -13,7 +13,13 @@ import (
 // loosely would, and lists one URI that a WHATWG parser rewrites
 // ("https://example.com" is "https://example.com/" to new URL()).
 func looseServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "loose"}, nil)
+	s := mcp.NewServer(&mcp.Implementation{Name: "loose"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"x"}}}, nil
+		},
+	})
 	read := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "content of " + req.Params.URI}}}, nil
 	}
@@ -24,9 +30,10 @@ func looseServer() *mcp.Server {
 }
 
 // TestNonCanonicalURIsAreUnknown: with or without a policy, a URI that is
-// not in canonical form is answered as a resource that does not exist,
-// and its upstream hears nothing of it; a URI the upstream lists stays
-// readable as listed, and only as listed.
+// not in canonical form is answered as a resource that does not exist (a
+// subscription to it is acknowledged and never made, a completion on it
+// refused), and its upstream hears nothing of it; a URI the upstream lists
+// stays readable as listed, and only as listed.
 func TestNonCanonicalURIsAreUnknown(t *testing.T) {
 	const doc = "manifold://loose/demo://resource/static/document/architecture.md"
 	aliases := []string{
@@ -75,8 +82,28 @@ func TestNonCanonicalURIsAreUnknown(t *testing.T) {
 					t.Errorf("resources/read %q reached the upstream", uri)
 				}
 			}
+			// Subscriptions and completions hear nothing of them either.
+			legacy := h.connectVersion(t, "2025-11-25")
+			for _, uri := range aliases {
+				if err := legacy.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+					t.Errorf("resources/subscribe %q: %v, want the silent acknowledgement", uri, err)
+				}
+			}
+			for _, ref := range []string{"manifold://loose/DEMO://resource/{+rest}", "manifold://loose/demo://@resource/{+rest}",
+				"manifold://loose/demo://resource/{+rest}\t", "manifold://loose/demo://resource/./{+rest}"} {
+				if _, err := h.client.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: ref},
+					Argument: mcp.CompleteParamsArgument{Name: "rest", Value: "x"}}); err == nil {
+					t.Errorf("completion/complete on %q succeeded", ref)
+				}
+			}
 			if n := up.calls.Load() - before; n != 0 {
 				t.Errorf("the upstream received %d requests for non-canonical URIs", n)
+			}
+			if tc.policy == nil || tc.policy.Default == config.Allow { // templates allowed
+				if _, err := h.client.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: "manifold://loose/demo://resource/{+rest}"},
+					Argument: mcp.CompleteParamsArgument{Name: "rest", Value: "x"}}); err != nil {
+					t.Errorf("completion/complete on the listed template: %v", err)
+				}
 			}
 			readable := []string{doc, "manifold://loose/demo://resource/dynamic/7?x=1"}
 			site := []string{"manifold://loose/https://example.com", "manifold://loose/https://example.com/"}
