@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -48,16 +49,25 @@ const codeLegacyResourceNotFound = -32002
 // resourceNotFound is the error for a URI that req may not read or that
 // does not exist, with the code of the client's protocol version: -32002
 // before 2026-07-28, -32602 since (the SDK's).
+//
+// It is mcp.ResourceNotFoundError's error, but with its data encoded as
+// JSON: the SDK writes the URI with Go's %q, which is not JSON for control
+// characters ("\x01"), and an answer that does not encode ends the client's
+// connection instead of answering.
 func resourceNotFound(req mcp.Request, uri string) error {
 	err := mcp.ResourceNotFoundError(uri)
-	if cr, ok := req.(callerRequest); ok && cr.ProtocolVersion() < modernProtocol {
-		if rpcErr, ok := err.(*jsonrpc.Error); ok {
-			legacy := *rpcErr
-			legacy.Code = codeLegacyResourceNotFound
-			return &legacy
-		}
+	rpcErr, ok := err.(*jsonrpc.Error)
+	if !ok {
+		return err
 	}
-	return err
+	answer := *rpcErr
+	answer.Data, _ = json.Marshal(struct {
+		URI string `json:"uri"`
+	}{uri})
+	if cr, ok := req.(callerRequest); ok && cr.ProtocolVersion() < modernProtocol {
+		answer.Code = codeLegacyResourceNotFound
+	}
+	return &answer
 }
 
 // notFound reports whether an upstream's answer to resources/read says the

@@ -186,24 +186,28 @@ func (g *Gateway) readable(ctx context.Context, req mcp.Request, uri string, rt 
 }
 
 // uriAllowed decides on a resource or template URI, which routes to rt.
-// Rules match exact strings, while an upstream may resolve a URI loosely,
-// so while a policy is in force:
-//   - a URI with aliases no rule can foresee (dot segments, backslashes,
-//     odd percent-encodings; see namespacing.NonCanonicalURI) is refused;
-//   - the decision is made on the URI as the gateway writes it (routing
-//     matches the manifold:// scheme case-insensitively);
-//   - a deny rule matching its cleaned form (namespacing.CleanURI: no query
-//     or fragment, doubled slashes merged) refuses it too, so "…/secret?x"
-//     and "…//secret" cannot reach what "…/secret" denies.
+// Rules match exact strings, while an upstream may resolve a URI loosely
+// (the TypeScript SDK looks resources up by new URL(uri).toString(), which
+// drops tabs, lowercases the scheme, resolves dot segments…), so:
+//   - a URI that is not in canonical form (namespacing.NonCanonicalURI and
+//     NonCanonicalTemplate: the stricter of the WHATWG URL Standard and
+//     RFC 3986) is refused as unknown, with or without a policy (see
+//     canonicalURI);
+//   - the decision is made on the URI as the client wrote it, which is then
+//     the URI as the gateway writes it;
+//   - while a policy is in force, a deny rule matching its cleaned form
+//     (namespacing.CleanURI: no query or fragment, doubled slashes merged)
+//     refuses it too, so "…/secret?x" and "…//secret" cannot reach what
+//     "…/secret" denies.
 func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.Kind, uri string, rt route) bool {
+	if !g.canonicalURI(kind, uri) {
+		g.log.Info("refused a non-canonical URI", zap.String(keyKind, kind.String()), zap.String(keyName, uri))
+		g.denied(ctx, kind, rt.up.Name(), ruleNonCanonical)
+		return false
+	}
 	a := g.current().access
 	if a.policy.Unrestricted() {
 		return true
-	}
-	if namespacing.NonCanonicalURI(uri) {
-		g.log.Info("policy denied a non-canonical URI", zap.String(keyKind, kind.String()), zap.String(keyName, uri))
-		g.denied(ctx, kind, rt.up.Name(), ruleNonCanonical)
-		return false
 	}
 	exact := namespacing.WrapURI(rt.prefix, rt.original)
 	if !g.allowedBy(ctx, a, req, kind, exact, rt.up.Name()) {
@@ -220,6 +224,32 @@ func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.K
 		return false
 	}
 	return true
+}
+
+// canonicalURI reports whether the gateway decides on uri as written: it is
+// in canonical form, or it is exactly a URI (for kind Template, a template)
+// that an upstream lists, which stays readable however the upstream spells
+// it ("https://example.com", which a WHATWG parser reads as
+// "https://example.com/"); no other spelling of it is accepted.
+//
+// The check applies with or without a policy: the routing of unprefixed
+// servers, the audit record and the subscription table also key on the
+// URI's text, and which URIs are readable must not change when a policy is
+// added. A non-canonical URI that an upstream hands out only in a tool
+// result is not readable through the gateway.
+func (g *Gateway) canonicalURI(kind policy.Kind, uri string) bool {
+	if kind == policy.Template {
+		if !namespacing.NonCanonicalTemplate(uri) {
+			return true
+		}
+		_, listed := g.routes.Load().templateServer[uri]
+		return listed
+	}
+	if !namespacing.NonCanonicalURI(uri) {
+		return true
+	}
+	_, listed := g.routes.Load().resourceServer[uri]
+	return listed
 }
 
 // filterListen drops from a subscriptions/listen request the resource URIs

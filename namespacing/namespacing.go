@@ -32,6 +32,8 @@
 // the same URI and each read still reaches its owner. URI templates (RFC 6570) are rewritten the
 // same way, textually; a URI expanded from a wrapped template unwraps to a URI the upstream
 // expanded itself. Servers exposed with prefix "" keep their URIs; [Owners] routes those.
+// [NonCanonicalURI] and [NonCanonicalTemplate] tell the URIs that every URI reader (WHATWG or
+// RFC 3986) leaves unchanged, the only ones the gateway decides on.
 package namespacing
 
 import (

@@ -47,62 +47,10 @@ func UnwrapURI(uri string) (prefix, original string, ok bool) {
 	return rest[:slash], rest[slash+1:], true
 }
 
-// NonCanonicalURI reports whether uri has a form that a server could resolve
-// to a different string: a backslash (not a URI character; URL parsers read
-// it as '/'), a "." or ".." path segment, or a percent-encoding that is
-// malformed, uses lowercase hex, or encodes an unreserved character
-// (RFC 3986 §2.3) or a separator. Exact-string policy rules cannot account
-// for such aliases, so a gateway that enforces them refuses these URIs.
-func NonCanonicalURI(uri string) bool {
-	if strings.IndexByte(uri, '\\') >= 0 {
-		return true
-	}
-	seg := 0 // start of the current segment
-	for i := 0; i <= len(uri); i++ {
-		if i == len(uri) || uri[i] == '/' || uri[i] == '\\' || uri[i] == '?' || uri[i] == '#' {
-			if s := uri[seg:i]; s == "." || s == ".." {
-				return true
-			}
-			if i < len(uri) && (uri[i] == '?' || uri[i] == '#') {
-				break // dot segments are a path matter
-			}
-			seg = i + 1
-		}
-	}
-	for i := 0; i < len(uri); i++ {
-		if uri[i] != '%' {
-			continue
-		}
-		if i+2 >= len(uri) || !isUpperHex(uri[i+1]) || !isUpperHex(uri[i+2]) {
-			return true
-		}
-		c := unhex(uri[i+1])<<4 | unhex(uri[i+2])
-		if isUnreserved(c) || c == '/' || c == '\\' {
-			return true
-		}
-		i += 2
-	}
-	return false
-}
-
-func isUpperHex(c byte) bool { return '0' <= c && c <= '9' || 'A' <= c && c <= 'F' }
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return c - 'A' + 10
-}
-
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~'
-}
-
 // CleanURI returns the form of uri that a server resolving paths would
 // read: the query and fragment dropped, and the path after the authority
 // cleaned (doubled slashes merged, dot segments resolved, a trailing slash
-// removed; see path.Clean). Text is otherwise kept as written (no decoding),
+// removed, a path of "/" alone too; see path.Clean). Text is otherwise kept as written (no decoding),
 // and '?' or '#' inside a template expression ({?q}) is not a query. An
 // opaque URI (no "//" authority) only loses its query and fragment. Policy
 // enforcement decides on both forms, so that "…/secret?x" or "…//secret"
@@ -127,5 +75,9 @@ func CleanURI(uri string) string {
 	if slash < 0 {
 		return uri
 	}
-	return scheme + "://" + rest[:slash] + path.Clean(rest[slash:])
+	clean := path.Clean(rest[slash:])
+	if clean == "/" {
+		clean = "" // "https://example.com/" is "https://example.com" to RFC 3986 §6.2.3
+	}
+	return scheme + "://" + rest[:slash] + clean
 }

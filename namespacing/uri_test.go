@@ -1,8 +1,6 @@
 package namespacing_test
 
 import (
-	"net/url"
-	"strings"
 	"testing"
 
 	"github.com/manifold-mcp/manifold/namespacing"
@@ -132,64 +130,6 @@ func FuzzURI(f *testing.F) {
 	})
 }
 
-func TestNonCanonicalURI(t *testing.T) {
-	tests := []struct {
-		uri  string
-		want bool
-	}{
-		{"manifold://memory/notes/today", false},
-		{"file:///home/me/My%20File.txt", false},
-		{"manifold://s/a%3Fb", false}, // an encoded '?' is data
-		{"manifold://s/..", true},
-		{"manifold://s/a/../secret", true},
-		{"manifold://s/./secret", true},
-		{"manifold://s/a\\..\\secret", true},
-		{"manifold://s/a\\b", true},
-		{"manifold://s/a..b/c.d", false},
-		{"manifold://s/x?path=../y", false}, // a query is not a path
-		{"manifold://s/x#..", false},
-		{"manifold://s/%73ecret", true},      // 's'
-		{"manifold://s/%2e%2e/secret", true}, // lowercase, and '.'
-		{"manifold://s/%2E%2E/secret", true},
-		{"manifold://s/a%2Fb", true},
-		{"manifold://s/a%5Cb", true},
-		{"manifold://s/a%2fb", true},
-		{"manifold://s/100%", true},
-		{"manifold://s/%zz", true},
-		{"manifold://s/%4", true},
-	}
-	for _, tt := range tests {
-		if got := namespacing.NonCanonicalURI(tt.uri); got != tt.want {
-			t.Errorf("NonCanonicalURI(%q) = %v, want %v", tt.uri, got, tt.want)
-		}
-	}
-}
-
-func FuzzNonCanonicalURI(f *testing.F) {
-	for _, s := range []string{"manifold://s/a/../b", "x://y/%2E", "%", "a%4", "/./"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, uri string) {
-		if namespacing.NonCanonicalURI(uri) {
-			return
-		}
-		// A canonical URI has no dot segments and no percent-encoding
-		// that decodes to an unreserved character or a separator.
-		dec, err := url.PathUnescape(uri)
-		if err != nil {
-			t.Fatalf("canonical %q does not unescape: %v", uri, err)
-		}
-		for _, seg := range strings.FieldsFunc(strings.SplitN(strings.SplitN(uri, "?", 2)[0], "#", 2)[0], func(r rune) bool { return r == '/' || r == '\\' }) {
-			if seg == "." || seg == ".." {
-				t.Fatalf("canonical %q has a dot segment", uri)
-			}
-		}
-		if strings.Count(dec, "/")+strings.Count(dec, "\\") != strings.Count(uri, "/")+strings.Count(uri, "\\") {
-			t.Fatalf("canonical %q hides a separator", uri)
-		}
-	})
-}
-
 func TestCleanURI(t *testing.T) {
 	tests := []struct{ uri, want string }{
 		{"file:///data/secret.txt", "file:///data/secret.txt"},
@@ -205,6 +145,9 @@ func TestCleanURI(t *testing.T) {
 		{"demo://x/search{?q}", "demo://x/search{?q}"},
 		{"demo://x/a/./b/../c", "demo://x/a/c"},
 		{"manifold://alpha/demo://alpha/readme?x", "manifold://alpha/demo:/alpha/readme"},
+		{"https://example.com/", "https://example.com"},
+		{"https://example.com//?x", "https://example.com"},
+		{"https://example.com", "https://example.com"},
 	}
 	for _, tt := range tests {
 		if got := namespacing.CleanURI(tt.uri); got != tt.want {

@@ -41,7 +41,7 @@ if [ "$fuzztime" != "0" ]; then
   for target in \
     ./policy:FuzzPattern ./policy:FuzzDecide \
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
-    ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzName ./namespacing:FuzzURI \
+    ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzURIAgainstWHATWG ./namespacing:FuzzName ./namespacing:FuzzURI \
     ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
     ./internal/audit:FuzzArguments; do
     out=$(fuzz) && continue
