@@ -14,6 +14,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// readHeaderTimeout bounds reading a request's headers on the main
+// listener.
+const readHeaderTimeout = 10 * time.Second
+
 // modernProtocol is the first protocol version served statelessly. The
 // SDK's stateful handler rejects it, so /mcp routes per request.
 const modernProtocol = "2026-07-28"
@@ -29,8 +33,9 @@ const modernProtocol = "2026-07-28"
 //	/healthz, /readyz
 //	      liveness and readiness (see Readiness), without authentication
 //
-// wrapped in Host/Origin checks (DNS rebinding), the message size limit,
-// bearer authentication (when auth is on) and the session limit.
+// wrapped in the request body deadline (bodyDeadline), Host/Origin checks
+// (DNS rebinding), the message size limit, bearer authentication (when auth
+// is on) and the session limit.
 func (g *Gateway) Handler() http.Handler {
 	// The SDK fixes its options at construction; everything a reload may
 	// change (limits, hosts, auth) is checked per request, from the current
@@ -79,7 +84,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
-	return g.checkHostOrigin(g.limitBody(mux))
+	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
 }
 
 // admitSession enforces gateway.limits.maxSessions on requests that would
@@ -162,11 +167,17 @@ func isLoopback(host string) bool {
 
 // Serve serves Handler on ln (with TLS when gateway.tls is set) until ctx is
 // done, then shuts down, letting requests in flight finish within the drain
-// timeout.
+// timeout. Request headers must arrive within readHeaderTimeout, bodies
+// within gateway.timeouts.requestBody (bodyDeadline), and a keep-alive
+// connection is closed after gateway.timeouts.idleConnection without a
+// request. No timeout bounds a response: SSE streams last as long as their
+// session. (http.Server.ReadTimeout is not used: it cannot be reloaded, and
+// it would bound the headers and body together.)
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           g.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       g.current().cfg.Gateway.Timeouts.IdleConnection,
 		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
 	}
 	tls := g.current().cfg.Gateway.TLS
