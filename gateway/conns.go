@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"time"
 )
@@ -71,4 +72,21 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.eof = true
 	}
 	return n, err
+}
+
+// Protect wraps h, served on a listener of the gateway's process other than
+// the main one (the metrics listener) at address listen, in the main
+// listener's front-door checks: the Host check against DNS rebinding (when
+// listen is a loopback address, Host must name loopback or one of
+// gateway.allowedHosts), the Origin check (same host, or one of
+// gateway.allowedOrigins), and the request body deadline. The lists and the
+// deadline are read per request from the config serving now.
+func (g *Gateway) Protect(listen string, h http.Handler) http.Handler {
+	host, _, _ := net.SplitHostPort(listen)
+	loopbackOnly := isLoopback(host)
+	return g.bodyDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.allowHostOrigin(w, r, loopbackOnly) {
+			h.ServeHTTP(w, r)
+		}
+	}))
 }

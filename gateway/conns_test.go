@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,51 @@ func TestSlowBodyIsCut(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 1000}})
 	if err != nil || res.IsError {
 		t.Errorf("a call answered after 1 s, body deadline 300 ms: %v %v", res, err)
+	}
+}
+
+// TestProtect is finding 9 of the security issue: a handler served on
+// another listener (the metrics listener) gets the main listener's Host
+// and Origin checks, judged by that listener's own address.
+func TestProtect(t *testing.T) {
+	gw := newAlphaGateway(t, func(c *config.Config) {
+		c.Gateway.AllowedHosts = []string{"metrics.internal"}
+		c.Gateway.AllowedOrigins = []string{"https://grafana.example"}
+	}, nil)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics") })
+	tests := []struct {
+		name   string
+		listen string
+		host   string
+		origin string
+		want   int
+	}{
+		{name: "loopback IP", listen: "127.0.0.1:9464", host: "127.0.0.1:9464", want: http.StatusOK},
+		{name: "localhost", listen: "127.0.0.1:9464", host: "localhost:9464", want: http.StatusOK},
+		{name: "IPv6 loopback", listen: "[::1]:9464", host: "[::1]:9464", want: http.StatusOK},
+		{name: "allowed host", listen: "127.0.0.1:9464", host: "metrics.internal:9464", want: http.StatusOK},
+		{name: "rebinding host", listen: "127.0.0.1:9464", host: "evil.example:9464", want: http.StatusForbidden},
+		{name: "same origin", listen: "127.0.0.1:9464", host: "127.0.0.1:9464", origin: "http://127.0.0.1:9464", want: http.StatusOK},
+		{name: "allowed origin", listen: "127.0.0.1:9464", host: "127.0.0.1:9464", origin: "https://grafana.example", want: http.StatusOK},
+		{name: "foreign origin", listen: "127.0.0.1:9464", host: "127.0.0.1:9464", origin: "https://evil.example", want: http.StatusForbidden},
+		{name: "any host on a non-loopback listener", listen: "0.0.0.0:9464", host: "10.0.0.5:9464", want: http.StatusOK},
+		{name: "foreign origin on a non-loopback listener", listen: "0.0.0.0:9464", host: "10.0.0.5:9464", origin: "https://evil.example", want: http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			r.Host = tc.host
+			if tc.origin != "" {
+				r.Header.Set("Origin", tc.origin)
+			}
+			w := httptest.NewRecorder()
+			gw.Protect(tc.listen, ok).ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Errorf("status %d %q, want %d", w.Code, w.Body.String(), tc.want)
+			}
+			if tc.want != http.StatusOK && strings.Contains(w.Body.String(), "metrics") {
+				t.Errorf("refused, but served: %q", w.Body.String())
+			}
+		})
 	}
 }

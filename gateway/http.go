@@ -125,29 +125,37 @@ func (g *Gateway) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// checkHostOrigin protects against DNS rebinding and cross-site requests.
-// On a loopback listener the Host header must name loopback or one of
-// gateway.allowedHosts. A browser Origin must be the same host or listed in
-// gateway.allowedOrigins.
+// checkHostOrigin protects the main listener against DNS rebinding and
+// cross-site requests (see allowHostOrigin).
 func (g *Gateway) checkHostOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e := g.current().edge
-		host := strings.ToLower(stripPort(r.Host))
-		if e.loopbackOnly && !isLoopback(host) && !e.hosts[host] {
-			g.log.Warn("request refused: Host not allowed", zap.String(keyName, r.Host))
-			http.Error(w, fmt.Sprintf("Host %q is not allowed (DNS rebinding protection; see gateway.allowedHosts)", r.Host), http.StatusForbidden)
-			return
+		if g.allowHostOrigin(w, r, g.current().edge.loopbackOnly) {
+			next.ServeHTTP(w, r)
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !e.origins[strings.ToLower(origin)] {
-			u, err := url.Parse(origin)
-			if err != nil || !strings.EqualFold(u.Host, r.Host) {
-				g.log.Warn("request refused: Origin not allowed", zap.String(keyName, origin))
-				http.Error(w, fmt.Sprintf("Origin %q is not allowed (see gateway.allowedOrigins)", origin), http.StatusForbidden)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// allowHostOrigin reports whether r passes the Host and Origin checks,
+// answering 403 itself when not. On a loopback listener (loopbackOnly) the
+// Host header must name loopback or one of gateway.allowedHosts. A browser
+// Origin must be the same host or listed in gateway.allowedOrigins.
+func (g *Gateway) allowHostOrigin(w http.ResponseWriter, r *http.Request, loopbackOnly bool) bool {
+	e := g.current().edge
+	host := strings.ToLower(stripPort(r.Host))
+	if loopbackOnly && !isLoopback(host) && !e.hosts[host] {
+		g.log.Warn("request refused: Host not allowed", zap.String(keyName, r.Host))
+		http.Error(w, fmt.Sprintf("Host %q is not allowed (DNS rebinding protection; see gateway.allowedHosts)", r.Host), http.StatusForbidden)
+		return false
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !e.origins[strings.ToLower(origin)] {
+		u, err := url.Parse(origin)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			g.log.Warn("request refused: Origin not allowed", zap.String(keyName, origin))
+			http.Error(w, fmt.Sprintf("Origin %q is not allowed (see gateway.allowedOrigins)", origin), http.StatusForbidden)
+			return false
+		}
+	}
+	return true
 }
 
 func stripPort(hostport string) string {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -337,4 +338,63 @@ func TestSlowAuthenticatedBodyIsCut(t *testing.T) {
 func firstLine(b []byte) string {
 	s, _, _ := strings.Cut(string(b), "\r\n")
 	return s
+}
+
+// TestMetricsHostOrigin is finding 9 of the security issue: the metrics
+// listener refuses a foreign Host (DNS rebinding) or Origin with 403, like
+// the main listener, and serves loopback names.
+func TestMetricsHostOrigin(t *testing.T) {
+	g := startGateway(t, "--config", edgeConfig(t, "  allowedHosts: [metrics.internal]", `telemetry: { metrics: { listen: "127.0.0.1:0" } }`))
+	addr := metricsAddr(t, g)
+	_, port, _ := net.SplitHostPort(addr)
+	tests := []struct {
+		name   string
+		host   string // empty: the listener's address
+		origin string
+		want   int
+	}{
+		{name: "loopback address", want: http.StatusOK},
+		{name: "localhost", host: "localhost:" + port, want: http.StatusOK},
+		{name: "allowed host", host: "metrics.internal:" + port, want: http.StatusOK},
+		{name: "same origin", origin: "http://" + addr, want: http.StatusOK},
+		{name: "rebinding host", host: "evil.example:" + port, want: http.StatusForbidden},
+		{name: "foreign origin", origin: "https://evil.example", want: http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("GET /metrics: %d %.200s; want %d", resp.StatusCode, body, tc.want)
+			}
+			if tc.want != http.StatusOK && strings.Contains(string(body), "manifold_") {
+				t.Errorf("refused request still shows metrics: %.200s", body)
+			}
+		})
+	}
+}
+
+// metricsAddr returns the metrics listener's address from the log.
+func metricsAddr(t *testing.T, g *gatewayProc) string {
+	t.Helper()
+	line := g.logs.waitFor(t, `"msg":"serving metrics"`, 10*time.Second)
+	var rec struct{ Listen string }
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Listen == "" {
+		t.Fatalf("no metrics address in %q: %v", line, err)
+	}
+	return rec.Listen
 }
