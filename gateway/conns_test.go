@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,10 +11,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -192,4 +195,60 @@ func TestProtect(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBodyDeadlineOverHTTP2: over HTTP/2 (TLS), where the deadline is per
+// stream, requests with bodies are served and a response that streams for
+// longer than gateway.timeouts.requestBody is not cut.
+func TestBodyDeadlineOverHTTP2(t *testing.T) {
+	certFile, keyFile, pool := testutil.SelfSigned(t, t.TempDir())
+	gw := newAlphaGateway(t, func(c *config.Config) {
+		c.Gateway.TLS = config.TLS{CertFile: certFile, KeyFile: keyFile}
+		c.Gateway.Timeouts.RequestBody = 300 * time.Millisecond
+	}, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+
+	protos := &protoRecorder{base: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "https://" + ln.Addr().String() + "/mcp", HTTPClient: &http.Client{Transport: protos}, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	callCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 1000}})
+	if err != nil || res.IsError {
+		t.Fatalf("a call answered after 1 s, body deadline 300 ms: %v %v", res, err)
+	}
+	if got := protos.major.Load(); got != 2 {
+		t.Errorf("served over HTTP/%d, want HTTP/2", got)
+	}
+}
+
+// protoRecorder notes the HTTP major version of the last response.
+type protoRecorder struct {
+	base  http.RoundTripper
+	major atomic.Int32
+}
+
+func (p *protoRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := p.base.RoundTrip(r)
+	if err == nil {
+		p.major.Store(int32(resp.ProtoMajor))
+	}
+	return resp, err
 }
