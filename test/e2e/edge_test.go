@@ -73,7 +73,7 @@ func waitOpenFiles(t *testing.T, pid, max int, d time.Duration) int {
 func servedWithin(g *gatewayProc, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	hc := &http.Client{Transport: bearerOnce{token: edgeKey, rt: &http.Transport{DisableKeepAlives: true}}}
+	hc := &http.Client{Transport: bearerVia{token: edgeKey, rt: &http.Transport{DisableKeepAlives: true}}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-edge"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: g.url("/mcp"), HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
@@ -91,13 +91,13 @@ func servedWithin(g *gatewayProc, d time.Duration) error {
 	return nil
 }
 
-// bearerOnce sets a bearer token on every request through rt.
-type bearerOnce struct {
+// bearerVia sets a bearer token on every request through rt.
+type bearerVia struct {
 	token string
 	rt    http.RoundTripper
 }
 
-func (b bearerOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+func (b bearerVia) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.rt.RoundTrip(r)
@@ -259,7 +259,7 @@ func TestSlowAuthenticatedBodyIsCut(t *testing.T) {
 	}
 	pid := g.cmd.Process.Pid
 	baseline := openFiles(t, pid)
-	hc := &http.Client{Transport: bearerOnce{token: edgeKey, rt: http.DefaultTransport}}
+	hc := &http.Client{Transport: bearerVia{token: edgeKey, rt: http.DefaultTransport}}
 	ctx := ctxT(t, 60*time.Second)
 
 	// A legacy SSE session, opened before and used after the timeouts.
