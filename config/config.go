@@ -67,6 +67,8 @@ const (
 	defaultConnectTimeout     = 30 * time.Second
 	defaultCallTimeout        = 60 * time.Second
 	defaultDrainTimeout       = 10 * time.Second
+	defaultRequestBodyTimeout = 30 * time.Second
+	defaultIdleConnTimeout    = 2 * time.Minute
 	defaultBackoffInitial     = 500 * time.Millisecond
 	defaultBackoffMax         = 30 * time.Second
 	defaultLogLevel           = "info"
@@ -242,6 +244,12 @@ type Timeouts struct {
 	Call time.Duration
 	// Drain bounds waiting for in-flight requests at reload or shutdown; default 10s.
 	Drain time.Duration
+	// RequestBody (key "requestBody") bounds reading one HTTP request body, from the end of
+	// its headers; default 30s. Responses (SSE streams) are not bounded by it.
+	RequestBody time.Duration
+	// IdleConnection (key "idleConnection") closes a keep-alive HTTP connection that waits
+	// this long for its next request; default 2m.
+	IdleConnection time.Duration
 }
 
 // Backoff paces upstream restarts (key "gateway.backoff"): delays double from Initial
@@ -300,6 +308,8 @@ func (g *Gateway) applyDefaults() {
 	setIfZero(&g.Timeouts.Connect, defaultConnectTimeout)
 	setIfZero(&g.Timeouts.Call, defaultCallTimeout)
 	setIfZero(&g.Timeouts.Drain, defaultDrainTimeout)
+	setIfZero(&g.Timeouts.RequestBody, defaultRequestBodyTimeout)
+	setIfZero(&g.Timeouts.IdleConnection, defaultIdleConnTimeout)
 	setIfZero(&g.Backoff.Initial, defaultBackoffInitial)
 	setIfZero(&g.Backoff.Max, defaultBackoffMax)
 	setIfZero(&g.Log.Level, defaultLogLevel)

@@ -40,9 +40,10 @@ func wantGateway() Gateway {
 			MaxConcurrentCalls:      64,
 			SessionIdleTimeout:      30 * time.Minute,
 		},
-		Timeouts: Timeouts{Connect: 30 * time.Second, Call: 60 * time.Second, Drain: 10 * time.Second},
-		Backoff:  Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
-		Log:      Log{Level: "info", Format: "json"},
+		Timeouts: Timeouts{Connect: 30 * time.Second, Call: 60 * time.Second, Drain: 10 * time.Second,
+			RequestBody: 30 * time.Second, IdleConnection: 2 * time.Minute},
+		Backoff: Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second},
+		Log:     Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -194,7 +195,7 @@ gateway:
   allowedHosts: [mcp.example.com, "mcp.example.com:9000"]
   allowedOrigins: ["https://app.example.com"]
   limits: {maxSessions: 5, maxSessionsPerPrincipal: 3, maxMessageBytes: 1024, maxConcurrentCalls: 2, sessionIdleTimeout: 1m}
-  timeouts: {connect: 1s, call: 2s, drain: 3s}
+  timeouts: {connect: 1s, call: 2s, drain: 3s, requestBody: 4s, idleConnection: 5s}
   backoff: {initial: 100ms, max: 1s}
   log: {level: debug, format: console}
 `,
@@ -209,9 +210,10 @@ gateway:
 				AllowedHosts:   []string{"mcp.example.com", "mcp.example.com:9000"},
 				AllowedOrigins: []string{"https://app.example.com"},
 				Limits:         Limits{MaxSessions: 5, MaxSessionsPerPrincipal: 3, MaxMessageBytes: 1024, MaxConcurrentCalls: 2, SessionIdleTimeout: time.Minute},
-				Timeouts:       Timeouts{Connect: time.Second, Call: 2 * time.Second, Drain: 3 * time.Second},
-				Backoff:        Backoff{Initial: 100 * time.Millisecond, Max: time.Second},
-				Log:            Log{Level: "debug", Format: "console"},
+				Timeouts: Timeouts{Connect: time.Second, Call: 2 * time.Second, Drain: 3 * time.Second,
+					RequestBody: 4 * time.Second, IdleConnection: 5 * time.Second},
+				Backoff: Backoff{Initial: 100 * time.Millisecond, Max: time.Second},
+				Log:     Log{Level: "debug", Format: "console"},
 			}},
 		},
 		{

@@ -74,6 +74,8 @@ func gatewayFields(g *Gateway) []field {
 			{name: "connect", ptr: &g.Timeouts.Connect},
 			{name: "call", ptr: &g.Timeouts.Call},
 			{name: "drain", ptr: &g.Timeouts.Drain},
+			{name: "requestBody", ptr: &g.Timeouts.RequestBody},
+			{name: "idleConnection", ptr: &g.Timeouts.IdleConnection},
 		}},
 		{name: "backoff", sub: []field{
 			{name: "initial", ptr: &g.Backoff.Initial},

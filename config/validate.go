@@ -224,6 +224,8 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 		"gateway.timeouts.connect":          g.Timeouts.Connect,
 		"gateway.timeouts.call":             g.Timeouts.Call,
 		"gateway.timeouts.drain":            g.Timeouts.Drain,
+		"gateway.timeouts.requestBody":      g.Timeouts.RequestBody,
+		"gateway.timeouts.idleConnection":   g.Timeouts.IdleConnection,
 		"gateway.backoff.initial":           g.Backoff.Initial,
 		"gateway.backoff.max":               g.Backoff.Max,
 	} {

@@ -278,7 +278,7 @@ gateway:
   separator: ""
   maxToolNameLength: 8
   limits: {maxSessions: 0, maxSessionsPerPrincipal: -1, maxMessageBytes: -1, maxConcurrentCalls: 0, sessionIdleTimeout: 0s}
-  timeouts: {connect: 0s, call: -1s, drain: 0s}
+  timeouts: {connect: 0s, call: -1s, drain: 0s, requestBody: 0s, idleConnection: -1s}
   backoff: {initial: 1m, max: 1s}
   log: {format: text}
 `,
@@ -295,6 +295,8 @@ gateway:
 				{"m.yaml", "gateway.timeouts.call", "greater than 0"},
 				{"m.yaml", "gateway.timeouts.connect", "greater than 0"},
 				{"m.yaml", "gateway.timeouts.drain", "greater than 0"},
+				{"m.yaml", "gateway.timeouts.idleConnection", "greater than 0"},
+				{"m.yaml", "gateway.timeouts.requestBody", "greater than 0"},
 			},
 		},
 		{

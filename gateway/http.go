@@ -14,6 +14,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// readHeaderTimeout bounds reading a request's headers on the main
+// listener.
+const readHeaderTimeout = 10 * time.Second
+
 // modernProtocol is the first protocol version served statelessly. The
 // SDK's stateful handler rejects it, so /mcp routes per request.
 const modernProtocol = "2026-07-28"
@@ -29,9 +33,9 @@ const modernProtocol = "2026-07-28"
 //	/healthz, /readyz
 //	      liveness and readiness (see Readiness), without authentication
 //
-// wrapped in Host/Origin checks (DNS rebinding), the message size limit,
-// bearer authentication (when auth is on) and the session limits
-// (clients.go).
+// wrapped in the request body deadline (bodyDeadline), Host/Origin checks
+// (DNS rebinding), the message size limit, bearer authentication (when auth
+// is on) and the session limits (clients.go).
 func (g *Gateway) Handler() http.Handler {
 	// The SDK fixes its options at construction; everything a reload may
 	// change (limits, hosts, auth) is checked per request, from the current
@@ -96,7 +100,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
-	return g.checkHostOrigin(g.limitBody(mux))
+	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
 }
 
 // sessionCount is the number of open downstream sessions, on every transport.
@@ -125,29 +129,37 @@ func (g *Gateway) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// checkHostOrigin protects against DNS rebinding and cross-site requests.
-// On a loopback listener the Host header must name loopback or one of
-// gateway.allowedHosts. A browser Origin must be the same host or listed in
-// gateway.allowedOrigins.
+// checkHostOrigin protects the main listener against DNS rebinding and
+// cross-site requests (see allowHostOrigin).
 func (g *Gateway) checkHostOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e := g.current().edge
-		host := strings.ToLower(stripPort(r.Host))
-		if e.loopbackOnly && !isLoopback(host) && !e.hosts[host] {
-			g.log.Warn("request refused: Host not allowed", zap.String(keyName, r.Host))
-			http.Error(w, fmt.Sprintf("Host %q is not allowed (DNS rebinding protection; see gateway.allowedHosts)", r.Host), http.StatusForbidden)
-			return
+		if g.allowHostOrigin(w, r, g.current().edge.loopbackOnly) {
+			next.ServeHTTP(w, r)
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !e.origins[strings.ToLower(origin)] {
-			u, err := url.Parse(origin)
-			if err != nil || !strings.EqualFold(u.Host, r.Host) {
-				g.log.Warn("request refused: Origin not allowed", zap.String(keyName, origin))
-				http.Error(w, fmt.Sprintf("Origin %q is not allowed (see gateway.allowedOrigins)", origin), http.StatusForbidden)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// allowHostOrigin reports whether r passes the Host and Origin checks,
+// answering 403 itself when not. On a loopback listener (loopbackOnly) the
+// Host header must name loopback or one of gateway.allowedHosts. A browser
+// Origin must be the same host or listed in gateway.allowedOrigins.
+func (g *Gateway) allowHostOrigin(w http.ResponseWriter, r *http.Request, loopbackOnly bool) bool {
+	e := g.current().edge
+	host := strings.ToLower(stripPort(r.Host))
+	if loopbackOnly && !isLoopback(host) && !e.hosts[host] {
+		g.log.Warn("request refused: Host not allowed", zap.String(keyName, r.Host))
+		http.Error(w, fmt.Sprintf("Host %q is not allowed (DNS rebinding protection; see gateway.allowedHosts)", r.Host), http.StatusForbidden)
+		return false
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !e.origins[strings.ToLower(origin)] {
+		u, err := url.Parse(origin)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			g.log.Warn("request refused: Origin not allowed", zap.String(keyName, origin))
+			http.Error(w, fmt.Sprintf("Origin %q is not allowed (see gateway.allowedOrigins)", origin), http.StatusForbidden)
+			return false
+		}
+	}
+	return true
 }
 
 func stripPort(hostport string) string {
@@ -167,11 +179,17 @@ func isLoopback(host string) bool {
 
 // Serve serves Handler on ln (with TLS when gateway.tls is set) until ctx is
 // done, then shuts down, letting requests in flight finish within the drain
-// timeout.
+// timeout. Request headers must arrive within readHeaderTimeout, bodies
+// within gateway.timeouts.requestBody (bodyDeadline), and a keep-alive
+// connection is closed after gateway.timeouts.idleConnection without a
+// request. No timeout bounds a response: SSE streams last as long as their
+// session. (http.Server.ReadTimeout is not used: it cannot be reloaded, and
+// it would bound the headers and body together.)
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           g.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       g.current().cfg.Gateway.Timeouts.IdleConnection,
 		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
 	}
 	tls := g.current().cfg.Gateway.TLS

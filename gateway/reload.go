@@ -72,7 +72,7 @@ type reloadLog struct {
 //   - clients get list_changed for what their lists may have gained or
 //     lost: once per list, debounced.
 //
-// gateway.listen, gateway.tls, gateway.limits.sessionIdleTimeout,
+// gateway.listen, gateway.tls, gateway.limits.sessionIdleTimeout, gateway.timeouts.idleConnection,
 // gateway.log.format and the audit and telemetry sections apply only at
 // restart: the new config must be valid with the running values, which stay
 // in force (the audit log and the telemetry providers are kept as they are).
@@ -202,6 +202,9 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 	if gw.Limits.SessionIdleTimeout != old.Limits.SessionIdleTimeout {
 		keys = append(keys, "gateway.limits.sessionIdleTimeout")
 	}
+	if gw.Timeouts.IdleConnection != old.Timeouts.IdleConnection {
+		keys = append(keys, "gateway.timeouts.idleConnection")
+	}
 	if gw.Log.Format != old.Log.Format {
 		keys = append(keys, "gateway.log.format")
 	}
@@ -219,6 +222,7 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 	pinned := *cfg
 	pinned.Gateway.Listen, pinned.Gateway.TLS = old.Listen, old.TLS
 	pinned.Gateway.Limits.SessionIdleTimeout, pinned.Gateway.Log.Format = old.Limits.SessionIdleTimeout, old.Log.Format
+	pinned.Gateway.Timeouts.IdleConnection = old.Timeouts.IdleConnection
 	pinned.Audit, pinned.Telemetry = running.Audit, running.Telemetry
 	if err := pinned.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("with the running values of %s, which apply only at restart (gateway.listen %s): %w",

@@ -308,12 +308,16 @@ func TestReloadRestartOnlySettings(t *testing.T) {
 	res := h.reload(t, h.reloadConfig(false, func(c *config.Config) {
 		c.Gateway.Listen = "127.0.0.1:9999"
 		c.Gateway.Log.Format = "console"
+		c.Gateway.Timeouts.IdleConnection = time.Hour
 	}), nil)
-	if res.Result != ReloadApplied || !slices.Equal(res.RestartRequired, []string{"gateway.listen", "gateway.log.format"}) {
+	if res.Result != ReloadApplied || !slices.Equal(res.RestartRequired, []string{"gateway.listen", "gateway.timeouts.idleConnection", "gateway.log.format"}) {
 		t.Fatalf("restart-only keys: %+v", res)
 	}
 	if got := h.gw.current().cfg.Gateway.Listen; got != config.DefaultGateway().Listen {
 		t.Errorf("running listen became %q", got)
+	}
+	if got := h.gw.current().cfg.Gateway.Timeouts.IdleConnection; got != config.DefaultGateway().Timeouts.IdleConnection {
+		t.Errorf("running idle connection timeout became %s", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -120,7 +121,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			logger.Error("listen for metrics (telemetry.metrics.listen)", zap.Error(err))
 			return 1
 		}
-		stop := serveMetrics(ctx, tel, mln, logger)
+		stop := serveMetrics(ctx, tel, mln, &telemetry.ServeOptions{
+			Wrap:        func(h http.Handler) http.Handler { return gw.Protect(m.Listen, h) },
+			IdleTimeout: cfg.Gateway.Timeouts.IdleConnection,
+		}, logger)
 		defer stop()
 	}
 	logger.Info("starting", zap.String("config", cfg.Source), zap.Int("upstreams", len(cfg.Enabled())))
@@ -152,12 +156,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 
 // serveMetrics serves /metrics on ln until the returned stop is called,
 // which waits for the server to shut down.
-func serveMetrics(ctx context.Context, tel *telemetry.Telemetry, ln net.Listener, logger *zap.Logger) (stop func()) {
+func serveMetrics(ctx context.Context, tel *telemetry.Telemetry, ln net.Listener, opts *telemetry.ServeOptions, logger *zap.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := tel.ServeMetrics(ctx, ln); err != nil {
+		if err := tel.ServeMetrics(ctx, ln, opts); err != nil {
 			logger.Error("metrics listener", zap.Error(err))
 		}
 	}()

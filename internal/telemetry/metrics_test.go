@@ -211,7 +211,7 @@ func TestServeMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- tel.ServeMetrics(ctx, ln) }()
+	go func() { served <- tel.ServeMetrics(ctx, ln, nil) }()
 
 	base := "http://" + ln.Addr().String()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
@@ -247,6 +247,48 @@ func TestServeMetrics(t *testing.T) {
 	}
 }
 
+// TestServeMetricsWrap: ServeOptions.Wrap sees every request before the
+// metrics handler, and may refuse it.
+func TestServeMetricsWrap(t *testing.T) {
+	tel := newMetricsTelemetry(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	refuse := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Host != ln.Addr().String() {
+				http.Error(w, "host refused", http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	go func() { served <- tel.ServeMetrics(ctx, ln, &ServeOptions{Wrap: refuse}) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("ServeMetrics = %v", err)
+		}
+	}()
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for host, want := range map[string]int{ln.Addr().String(): http.StatusOK, "evil.example": http.StatusForbidden} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+MetricsPath, nil)
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: GET /metrics = %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
 func TestServeMetricsOff(t *testing.T) {
 	tel, err := New(context.Background(), nil, nil)
 	if err != nil {
@@ -256,7 +298,7 @@ func TestServeMetricsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tel.ServeMetrics(context.Background(), ln); !errors.Is(err, ErrMetricsOff) {
+	if err := tel.ServeMetrics(context.Background(), ln, nil); !errors.Is(err, ErrMetricsOff) {
 		t.Fatalf("ServeMetrics = %v, want ErrMetricsOff", err)
 	}
 	if _, err := ln.Accept(); err == nil {

@@ -51,6 +51,7 @@ const (
 	metricsReadHeaderTimeout = 5 * time.Second
 	metricsScrapeTimeout     = 10 * time.Second
 	metricsShutdownTimeout   = 5 * time.Second
+	metricsIdleTimeout       = 2 * time.Minute
 	exportTimeout            = 10 * time.Second
 )
 
@@ -231,20 +232,42 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 	return t.handler
 }
 
+// ServeOptions tunes ServeMetrics. A nil *ServeOptions, like zero fields, means the defaults.
+type ServeOptions struct {
+	// Wrap, when set, wraps the metrics handler in the checks the process applies to every
+	// listener (Host and Origin against DNS rebinding, request bodies); nil serves it as is.
+	Wrap func(http.Handler) http.Handler
+	// IdleTimeout closes a keep-alive connection that waits this long for its next request;
+	// default 2m.
+	IdleTimeout time.Duration
+}
+
 // ServeMetrics serves MetricsPath on ln until ctx ends, then shuts the server down (waiting
 // up to 5s for scrapes in flight) and returns nil; it returns an error if serving fails. It
 // closes ln. With metrics off it closes ln and returns ErrMetricsOff.
-func (t *Telemetry) ServeMetrics(ctx context.Context, ln net.Listener) error {
+func (t *Telemetry) ServeMetrics(ctx context.Context, ln net.Listener, opts *ServeOptions) error {
 	h := t.MetricsHandler()
 	if h == nil {
 		ln.Close()
 		return ErrMetricsOff
 	}
+	var o ServeOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = metricsIdleTimeout
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+MetricsPath, h)
+	var handler http.Handler = mux
+	if o.Wrap != nil {
+		handler = o.Wrap(mux)
+	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           handler,
 		ReadHeaderTimeout: metricsReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
 		ErrorLog:          zap.NewStdLog(t.log),
 	}
 	t.log.Info("serving metrics", zap.String(logKeyListen, ln.Addr().String()))
