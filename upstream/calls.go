@@ -9,13 +9,21 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // call runs f on the live session under the concurrency limit and the call
 // timeout, and turns transport failures into the package's errors. A
-// JSON-RPC error from the upstream is returned wrapped, code intact.
+// JSON-RPC error from the upstream is returned wrapped, code intact. URLs
+// in an error are redacted (net/http's errors show the upstream's URL,
+// query included).
 func call[R any](ctx context.Context, u *Upstream, f func(context.Context, *mcp.ClientSession) (R, error)) (R, error) {
+	res, err := callRaw(ctx, u, f)
+	return res, redact.Error(err)
+}
+
+func callRaw[R any](ctx context.Context, u *Upstream, f func(context.Context, *mcp.ClientSession) (R, error)) (R, error) {
 	var zero R
 	ctx, stop := detach(ctx)
 	defer stop()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
@@ -244,7 +245,7 @@ func (u *Upstream) setState(s State, err error, pid int) {
 	u.status.Since = time.Now()
 	u.status.Error = ""
 	if err != nil {
-		u.status.Error = err.Error()
+		u.status.Error = redact.Text(err.Error())
 	}
 	u.status.PID = pid
 	u.mu.Unlock()
