@@ -39,6 +39,8 @@ func callRaw[R any](ctx context.Context, u *Upstream, f func(context.Context, *m
 		return res, nil
 	}
 	switch {
+	case isTooLarge(err):
+		return zero, fmt.Errorf("upstream %q: %w (%d bytes)", u.cfg.Name, ErrTooLarge, u.opts.MaxMessageBytes)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), context.Canceled):
 		return zero, fmt.Errorf("upstream %q: %w after %s", u.cfg.Name, ErrTimeout, u.callTimeout)
 	case connectionLost(err):

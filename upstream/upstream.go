@@ -33,6 +33,9 @@ var (
 	ErrBusy = errors.New("upstream busy")
 	// ErrClosed: the Upstream was closed.
 	ErrClosed = errors.New("upstream closed")
+	// ErrTooLarge: a message from an http or sse upstream was over
+	// Options.MaxMessageBytes; it was not read further.
+	ErrTooLarge = errors.New("response exceeds maxMessageBytes")
 )
 
 // State is the connection state of an upstream.
@@ -70,7 +73,8 @@ type Options struct {
 	BackoffInitial, BackoffMax time.Duration
 	// MaxConcurrency caps in-flight calls unless the server config sets its own. Default 64.
 	MaxConcurrency int
-	// MaxMessageBytes caps one message read from a stdio upstream. Default 4 MiB.
+	// MaxMessageBytes caps one message read from an upstream: a stdio line,
+	// an HTTP answer, an SSE event (see limitTransport). Default 4 MiB.
 	MaxMessageBytes int
 	// StopGrace is each wait of the graceful stop (after closing stdin, after SIGTERM). Default 2s.
 	StopGrace time.Duration
