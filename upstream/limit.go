@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"go.uber.org/zap"
@@ -48,7 +48,9 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp, err
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	// The media type as the SDK reads it (its baseMediaType).
+	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		resp.Body = &cappedBody{rc: resp.Body, left: int64(t.max)}
