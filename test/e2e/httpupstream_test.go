@@ -139,12 +139,14 @@ func rawStatus(t *testing.T, g *gatewayProc) string {
 // TestUpstreamURLSecret: a secret in an upstream's URL query (url:
 // …?token=${UP_TOKEN}) reaches the upstream, and appears nowhere the
 // gateway prints: not in the errors clients get (an upstream that drops
-// the connection, an upstream that went away), not in its log, not on
-// /status (an upstream never reachable), not in `manifold validate`.
+// the connection, an upstream that went away), not in its log or audit
+// file, not on /status (an upstream never reachable), not in `manifold
+// validate`.
 func TestUpstreamURLSecret(t *testing.T) {
 	const secret = "up-token-e2e-Vb7q2Lm"
 	t.Setenv("UP_TOKEN", secret)
 	up := startHTTPUpstream(t)
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
 	cfg := writeConfig(t, fmt.Sprintf(`
 mcpServers:
   live: { url: "%[1]s/mcp?token=${UP_TOKEN}" }
@@ -153,7 +155,8 @@ mcpServers:
 gateway:
   log: { level: debug }
   timeouts: { call: 10s, connect: 5s, drain: 1s }
-`, up.url, closedAddr(t)))
+audit: { file: %[3]q }
+`, up.url, closedAddr(t), auditFile))
 	g := startGateway(t, "--config", cfg)
 	waitForTool(t, g, "live__echo")
 	waitForTool(t, g, "cut__echo")
@@ -193,6 +196,11 @@ gateway:
 	shown = append(shown, "validate: "+out)
 	g.stop(t)
 	shown = append(shown, "log: "+g.logs.String())
+	audit, err := os.ReadFile(auditFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown = append(shown, "audit: "+string(audit))
 
 	all := strings.Join(shown, "\n")
 	if strings.Contains(all, secret) {
