@@ -43,7 +43,8 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
     ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzURIAgainstWHATWG ./namespacing:FuzzName ./namespacing:FuzzURI \
     ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
-    ./internal/audit:FuzzArguments; do
+    ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
+    ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
     # deadline exceeded" right at -fuzztime, having found nothing and

@@ -9,13 +9,21 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // call runs f on the live session under the concurrency limit and the call
 // timeout, and turns transport failures into the package's errors. A
-// JSON-RPC error from the upstream is returned wrapped, code intact.
+// JSON-RPC error from the upstream is returned wrapped, code intact. URLs
+// in an error are redacted (net/http's errors show the upstream's URL,
+// query included).
 func call[R any](ctx context.Context, u *Upstream, f func(context.Context, *mcp.ClientSession) (R, error)) (R, error) {
+	res, err := callRaw(ctx, u, f)
+	return res, redact.Error(err)
+}
+
+func callRaw[R any](ctx context.Context, u *Upstream, f func(context.Context, *mcp.ClientSession) (R, error)) (R, error) {
 	var zero R
 	ctx, stop := detach(ctx)
 	defer stop()
@@ -31,6 +39,8 @@ func call[R any](ctx context.Context, u *Upstream, f func(context.Context, *mcp.
 		return res, nil
 	}
 	switch {
+	case isTooLarge(err):
+		return zero, fmt.Errorf("upstream %q: %w (%d bytes)", u.cfg.Name, ErrTooLarge, u.opts.MaxMessageBytes)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), context.Canceled):
 		return zero, fmt.Errorf("upstream %q: %w after %s", u.cfg.Name, ErrTimeout, u.callTimeout)
 	case connectionLost(err):

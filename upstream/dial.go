@@ -49,6 +49,11 @@ func (c *connection) release() {
 	}
 }
 
+// sseEventLimit is the SDK's own cap on an SSE event, a backstop above
+// limitTransport's (which passes on no event over max+sseFraming bytes and
+// answers the call instead): the SDK's breaks the whole connection.
+func sseEventLimit(max int) int { return max + sseFraming + 1 }
+
 // dial prepares a transport for the configured server type. For stdio it
 // starts the process.
 func (u *Upstream) dial() (*connection, error) {
@@ -70,17 +75,19 @@ func (u *Upstream) dial() (*connection, error) {
 			proc:      p,
 		}, nil
 	case "http":
-		hc, err := newHTTPClient(u.cfg)
+		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.log)
 		if err != nil {
 			return nil, err
 		}
-		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2}, http: hc}, nil
+		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2,
+			MaxEventSize: sseEventLimit(u.opts.MaxMessageBytes)}, http: hc}, nil
 	case "sse":
-		hc, err := newHTTPClient(u.cfg)
+		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.log)
 		if err != nil {
 			return nil, err
 		}
-		return &connection{transport: &mcp.SSEClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}, http: hc}, nil
+		return &connection{transport: &mcp.SSEClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc,
+			MaxEventSize: sseEventLimit(u.opts.MaxMessageBytes)}, http: hc}, nil
 	}
 	return nil, fmt.Errorf("unknown transport type %q", u.cfg.Type)
 }

@@ -8,14 +8,16 @@ import (
 	"os"
 
 	"github.com/manifold-mcp/manifold/config"
+	"go.uber.org/zap"
 )
 
 // newHTTPClient returns the client for an http or sse upstream: proxy
 // settings from the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY), the
 // server's extra CA bundle, its configured headers on every request (the
-// SDK's transports have no header option), and the W3C trace context of the
-// call a request belongs to.
-func newHTTPClient(cfg config.Server) (*http.Client, error) {
+// SDK's transports have no header option), the W3C trace context of the
+// call a request belongs to, and each message the upstream sends bounded to
+// maxMessageBytes (see limitTransport).
+func newHTTPClient(cfg config.Server, maxMessageBytes int, log *zap.Logger) (*http.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = http.ProxyFromEnvironment
 	if cfg.CAFile != "" {
@@ -32,7 +34,13 @@ func newHTTPClient(cfg config.Server) (*http.Client, error) {
 		}
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers}}, nil
+	return &http.Client{Transport: &limitTransport{
+		base:    &headerTransport{base: base, headers: cfg.Headers},
+		server:  cfg.Name,
+		max:     maxMessageBytes,
+		framing: sseFraming,
+		log:     log,
+	}}, nil
 }
 
 // headerTransport adds the trace context of the request's context

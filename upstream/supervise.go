@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
@@ -35,7 +36,7 @@ func (u *Upstream) supervise(ctx context.Context) {
 		}
 		u.setState(StateConnecting, nil, 0)
 		started := time.Now()
-		err := u.connectAndServe(ctx)
+		err := redact.Error(u.connectAndServe(ctx)) // for /status, the log and callers
 		if ctx.Err() != nil {
 			u.setState(StateStopped, nil, 0)
 			return
@@ -152,7 +153,7 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 			if missed++; missed >= keepAliveFailures {
 				return fmt.Errorf("no answer to %d pings: %w", missed, err)
 			}
-			u.log.Warn("upstream ping failed", zap.Error(err))
+			u.log.Warn("upstream ping failed", zap.Error(redact.Error(err)))
 		case err := <-ended:
 			ended <- err // for the deferred Close
 			if err == nil {
@@ -175,7 +176,7 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 			next, err := fetchCatalog(rctx, cs, u.catalog.Load(), k)
 			cancel()
 			if err != nil {
-				u.log.Warn("upstream refresh failed", zap.Error(err))
+				u.log.Warn("upstream refresh failed", zap.Error(redact.Error(err)))
 				continue
 			}
 			u.catalog.Store(next)
@@ -217,7 +218,7 @@ func (u *Upstream) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
 	u.mu.Unlock()
 	for _, uri := range uris {
 		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			u.log.Warn("renewing a resource subscription", zap.String(keyURI, uri), zap.Error(err))
+			u.log.Warn("renewing a resource subscription", zap.String(keyURI, uri), zap.Error(redact.Error(err)))
 			continue
 		}
 		if u.opts.Relay != nil {

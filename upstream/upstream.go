@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
@@ -32,6 +33,9 @@ var (
 	ErrBusy = errors.New("upstream busy")
 	// ErrClosed: the Upstream was closed.
 	ErrClosed = errors.New("upstream closed")
+	// ErrTooLarge: a message from an http or sse upstream was over
+	// Options.MaxMessageBytes; it was not read further.
+	ErrTooLarge = errors.New("response exceeds maxMessageBytes")
 )
 
 // State is the connection state of an upstream.
@@ -69,7 +73,8 @@ type Options struct {
 	BackoffInitial, BackoffMax time.Duration
 	// MaxConcurrency caps in-flight calls unless the server config sets its own. Default 64.
 	MaxConcurrency int
-	// MaxMessageBytes caps one message read from a stdio upstream. Default 4 MiB.
+	// MaxMessageBytes caps one message read from an upstream: a stdio line,
+	// an HTTP answer, an SSE event (see limitTransport). Default 4 MiB.
 	MaxMessageBytes int
 	// StopGrace is each wait of the graceful stop (after closing stdin, after SIGTERM). Default 2s.
 	StopGrace time.Duration
@@ -244,7 +249,7 @@ func (u *Upstream) setState(s State, err error, pid int) {
 	u.status.Since = time.Now()
 	u.status.Error = ""
 	if err != nil {
-		u.status.Error = err.Error()
+		u.status.Error = redact.Text(err.Error())
 	}
 	u.status.PID = pid
 	u.mu.Unlock()

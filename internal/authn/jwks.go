@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
+
+	"github.com/manifold-mcp/manifold/internal/redact"
 )
 
 // jwksTiming holds the timings of a JWKS. Zero fields mean the defaults (withDefaults).
@@ -89,7 +90,7 @@ const refreshKID = "\x00manifold-refresh"
 // unknown kid also trigger a fetch, rate-limited to one per timing.unknownKID.
 type jwks struct {
 	url    string
-	logURL string // url without its password, if any
+	logURL string // url without its userinfo, query values and fragment (redact.URL)
 	client *http.Client
 	log    *zap.Logger
 	timing jwksTiming
@@ -105,10 +106,7 @@ type jwksState struct {
 // startJWKS starts the goroutine of a jwks on wg, bound to bg, and waits until its first fetch
 // is over or ctx ends.
 func startJWKS(ctx, bg context.Context, wg *sync.WaitGroup, u string, client *http.Client, log *zap.Logger, timing jwksTiming) *jwks {
-	j := &jwks{url: u, logURL: u, client: client, log: log, timing: timing}
-	if pu, err := url.Parse(u); err == nil {
-		j.logURL = pu.Redacted()
-	}
+	j := &jwks{url: u, logURL: redact.URL(u), client: client, log: log, timing: timing}
 	ready := make(chan struct{})
 	wg.Go(func() { j.run(bg, ready) })
 	select {
@@ -138,12 +136,12 @@ func (j *jwks) run(ctx context.Context, ready chan<- struct{}) {
 		NoErrorReturnFirstHTTPReq: true,
 		RefreshErrorHandler: func(_ context.Context, err error) {
 			if ctx.Err() == nil {
-				j.log.Warn("JWKS fetch failed", zap.String(keyURL, j.logURL), zap.Error(err))
+				j.log.Warn("JWKS fetch failed", zap.String(keyURL, j.logURL), zap.Error(redact.Error(err)))
 			}
 		},
 	})
 	if err != nil {
-		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(err))
+		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(redact.Error(err)))
 		return
 	}
 	urls := map[string]jwkset.Storage{j.url: store}
@@ -154,7 +152,7 @@ func (j *jwks) run(ctx context.Context, ready chan<- struct{}) {
 		RefreshUnknownKID: rate.NewLimiter(rate.Every(j.timing.unknownKID), 1),
 	})
 	if err != nil {
-		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(err))
+		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(redact.Error(err)))
 		return
 	}
 	kf, err := keyfunc.New(keyfunc.Options{
@@ -163,7 +161,7 @@ func (j *jwks) run(ctx context.Context, ready chan<- struct{}) {
 		UseWhitelist: []jwkset.USE{jwkset.UseSig, ""}, // never a key published for encryption
 	})
 	if err != nil {
-		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(err))
+		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(redact.Error(err)))
 		return
 	}
 	// The loop fetches through background, whose limiter never waits: reading refreshKID fetches.
@@ -172,7 +170,7 @@ func (j *jwks) run(ctx context.Context, ready chan<- struct{}) {
 		RefreshUnknownKID: rate.NewLimiter(rate.Inf, 1),
 	})
 	if err != nil {
-		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(err))
+		j.log.Error("JWKS unusable: JWTs are rejected", zap.String(keyURL, j.logURL), zap.Error(redact.Error(err)))
 		return
 	}
 	j.state.Store(&jwksState{store: store, kf: kf})

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/redact"
 )
 
 // exportLogInterval is the least time between two log entries about failed exports.
@@ -97,7 +98,7 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	e.failed += len(spans)
 	now := time.Now()
 	if now.Sub(e.lastLog) >= exportLogInterval {
-		e.log.Warn("trace export failed", zap.String(logKeyEndpoint, e.endpoint), zap.Int(logKeySpans, e.failed), zap.String(logKeyError, err.Error()))
+		e.log.Warn("trace export failed", zap.String(logKeyEndpoint, redact.URL(e.endpoint)), zap.Int(logKeySpans, e.failed), zap.String(logKeyError, redact.Text(err.Error())))
 		e.lastLog, e.failed = now, 0
 	}
 	e.mu.Unlock()

@@ -31,6 +31,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/redact"
 )
 
 // ServiceName is the service.name of Manifold's telemetry, unless OTEL_SERVICE_NAME says
@@ -170,7 +171,7 @@ func (t *Telemetry) startTracing(ctx context.Context, cfg *config.Traces, res *r
 	)
 	t.tracer = t.tp.Tracer(InstrumentationName, trace.WithInstrumentationVersion(version), trace.WithSchemaURL(semconv.SchemaURL))
 	t.tracing = true
-	t.log.Info("exporting traces", zap.String(logKeyEndpoint, exp.endpoint), zap.String(logKeyProtocol, cfg.Protocol), zap.Float64(logKeyRatio, cfg.Ratio()))
+	t.log.Info("exporting traces", zap.String(logKeyEndpoint, redact.URL(exp.endpoint)), zap.String(logKeyProtocol, cfg.Protocol), zap.Float64(logKeyRatio, cfg.Ratio()))
 	return nil
 }
 
