@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -74,20 +73,4 @@ func resourceNotFound(req mcp.Request, uri string) error {
 		}
 	}
 	return err
-}
-
-// notFound reports whether an upstream's answer to resources/read says the
-// resource does not exist.
-func notFound(err error) bool {
-	rpcErr, ok := mcpx.AsRPCError(err)
-	if !ok {
-		return false
-	}
-	switch rpcErr.Code {
-	case codeLegacyResourceNotFound:
-		return true
-	case jsonrpc.CodeInvalidParams:
-		return strings.Contains(strings.ToLower(rpcErr.Message), "not found")
-	}
-	return false
 }
