@@ -246,3 +246,23 @@ func TestDeniedAndMissingNamesAnswerAlike(t *testing.T) {
 		})
 	}
 }
+
+// FuzzUpstreamNotFound: any message an upstream sends is matched without
+// panicking, and a tool or prompt is only ever found missing by a message
+// that names it.
+func FuzzUpstreamNotFound(f *testing.F) {
+	f.Add(int64(-32602), `unknown tool "echo"`, "echo")
+	f.Add(int64(-32603), "Unknown resource: demo://x/1", "demo://x/1")
+	f.Add(int64(-32602), "MCP error -32602: Resource template demo://a/{x} not found", "demo://a/{x}")
+	f.Add(int64(-32603), "unknown tool echo2", "echo")
+	f.Fuzz(func(t *testing.T, code int64, msg, name string) {
+		err := &jsonrpc.Error{Code: code, Message: msg}
+		for _, kind := range []nameKind{kindTool, kindPrompt, kindResource, kindTemplate} {
+			found := upstreamNotFound(err, kind, name)
+			if found && (kind == kindTool || kind == kindPrompt) && (name == "" || !strings.Contains(strings.ToLower(msg), strings.ToLower(name))) {
+				t.Fatalf("kind %d: %q found %q missing without naming it", kind, msg, name)
+			}
+		}
+		toolResultNotFound(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, name)
+	})
+}

@@ -43,6 +43,7 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
     ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzName ./namespacing:FuzzURI \
     ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
+    ./gateway:FuzzUpstreamNotFound \
     ./internal/audit:FuzzArguments; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
