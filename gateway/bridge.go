@@ -46,8 +46,8 @@ import (
 //
 // Exactness (DESIGN.md decision 3): a server request names no call, so it
 // is parked only when its bridged call is the one call in flight on the
-// upstream session; otherwise the upstream gets -32053, as for any request
-// the gateway cannot route. (A per-client upstream session has only its
+// upstream session; otherwise the upstream gets codeUnroutable, as for any
+// request the gateway cannot route. (A per-client upstream session has only its
 // principal's calls in flight.)
 //
 // Lifetimes. The upstream call is bounded by the call timeout like any
@@ -78,12 +78,6 @@ const (
 	// first request, for others arriving together.
 	defaultBridgeWindow = 20 * time.Millisecond
 )
-
-// codeClientNoAnswer is the error an upstream gets for a request parked for
-// a 2026-07-28 client that will not answer: the client abandoned the call
-// (cancelled it, or did not retry within the bridge TTL), or the gateway is
-// shutting down. Beside the gateway's -32050…-32053.
-const codeClientNoAnswer = -32054
 
 // bridge is the registry of bridged calls. The zero value is ready.
 type bridge struct {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -11,17 +10,33 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// JSON-RPC error codes of the gateway itself (the -32000…-32099 range is for
-// implementations; MCP uses -32002 and -32020…-32042). Errors that an
-// upstream returns keep their own code.
+// The gateway's own JSON-RPC error codes, the same on every protocol
+// version (config/REFERENCE.md, "Error codes", has the table). They lie
+// outside −32768…−32000, which JSON-RPC reserves: MCP 2026-07-28 keeps
+// −32020…−32099 for the codes it defines and forbids emitting any other
+// there, and its earlier codes (−32002, −32042) stay reserved. An error an
+// upstream returns reaches the client with its own code, whatever it is.
 const (
 	// CodeUpstreamUnavailable: the upstream is not connected (starting, restarting, failed).
-	CodeUpstreamUnavailable = -32050
+	CodeUpstreamUnavailable = -31050
 	// CodeUpstreamTimeout: the upstream did not answer within the call timeout.
-	CodeUpstreamTimeout = -32051
+	CodeUpstreamTimeout = -31051
 	// CodeUpstreamBusy: the upstream's concurrency limit stayed full.
-	CodeUpstreamBusy = -32052
+	CodeUpstreamBusy = -31052
+	// codeUnroutable: the gateway cannot tell which client a server→client
+	// request is for, or which upstream session a request needs; the
+	// upstream (or the client) gets it.
+	codeUnroutable = -31053
+	// codeClientNoAnswer: a request an upstream parked for a 2026-07-28
+	// client will not be answered: the client abandoned the call
+	// (cancelled it, or did not retry within the bridge TTL), or the
+	// gateway is shutting down. The upstream gets it.
+	codeClientNoAnswer = -31054
 )
+
+// codeMissingCapability is MCP's MissingRequiredClientCapability: the
+// client a request is for did not declare the capability it needs.
+const codeMissingCapability = mcp.CodeMissingRequiredClientCapabilities
 
 // upstreamError turns an error from an upstream call into the JSON-RPC error
 // the client gets: the upstream's own error as it was (code, message, data),
@@ -68,20 +83,4 @@ func resourceNotFound(req mcp.Request, uri string) error {
 		answer.Code = codeLegacyResourceNotFound
 	}
 	return &answer
-}
-
-// notFound reports whether an upstream's answer to resources/read says the
-// resource does not exist.
-func notFound(err error) bool {
-	rpcErr, ok := mcpx.AsRPCError(err)
-	if !ok {
-		return false
-	}
-	switch rpcErr.Code {
-	case codeLegacyResourceNotFound:
-		return true
-	case jsonrpc.CodeInvalidParams:
-		return strings.Contains(strings.ToLower(rpcErr.Message), "not found")
-	}
-	return false
 }

@@ -15,6 +15,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
@@ -25,12 +26,13 @@ func TestMain(m *testing.M) {
 }
 
 // fakeUpstream is an in-process demo server reached over in-memory
-// transports; kill ends its current session, as a crash would.
+// transports; kill cuts its current connection, as a crash would.
 type fakeUpstream struct {
 	server *mcp.Server
 	calls  atomic.Int64 // requests other than initialize, ping and lists
 	mu     sync.Mutex
 	cur    *mcp.ServerSession
+	pipe   *testutil.Pipe
 	dials  int
 	down   bool
 }
@@ -59,22 +61,24 @@ func (f *fakeUpstream) transport() (mcp.Transport, error) {
 	if f.down {
 		return nil, errors.New("fake upstream is down")
 	}
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := f.server.Connect(context.Background(), st, nil)
+	p := testutil.NewPipe()
+	ss, err := f.server.Connect(context.Background(), p.Server, nil)
 	if err != nil {
 		return nil, err
 	}
-	f.cur = ss
-	return ct, nil
+	f.cur, f.pipe = ss, p
+	return p.Client, nil
 }
 
-// kill ends the live session; with stayDown, reconnects fail until revive.
+// kill cuts the live connection (closing the session alone would wait for
+// the requests in flight); with stayDown, reconnects fail until revive.
 func (f *fakeUpstream) kill(stayDown bool) {
 	f.mu.Lock()
 	f.down = stayDown
-	ss := f.cur
+	ss, p := f.cur, f.pipe
 	f.mu.Unlock()
 	if ss != nil {
+		p.Cut()
 		ss.Close()
 	}
 }

@@ -26,7 +26,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		g.exchange(ctx).routed(rt)
 	}
 	if !ok || !g.allowed(ctx, req, policy.Tool, req.Params.Name, rt.up.Name()) {
-		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown tool %q", req.Params.Name)
+		return nil, unknownTool(req.Params.Name)
 	}
 	rt, err := g.upstreamFor(ctx, req, rt)
 	if err != nil {
@@ -50,7 +50,13 @@ func (g *Gateway) forwardTool(ctx context.Context, req *mcp.CallToolRequest, rt 
 	res, err := rt.up.CallTool(ctx, params)
 	g.endCall(ctx, &c, err, err == nil && res.IsError)
 	if err != nil {
+		if upstreamNotFound(err, kindTool, rt.original) {
+			return nil, unknownTool(req.Params.Name) // as for a denied name (notfound.go)
+		}
 		return nil, upstreamError(err)
+	}
+	if res.IsError && toolResultNotFound(res, rt.original) {
+		return nil, unknownTool(req.Params.Name)
 	}
 	delete(res.Meta, metaServerInfo)
 	rewriteContent(rt.prefix, res.Content)
@@ -64,7 +70,7 @@ func (g *Gateway) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 		g.exchange(ctx).routed(rt)
 	}
 	if !ok || !g.allowed(ctx, req, policy.Prompt, req.Params.Name, rt.up.Name()) {
-		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "unknown prompt %q", req.Params.Name)
+		return nil, unknownPrompt(req.Params.Name)
 	}
 	rt, err := g.upstreamFor(ctx, req, rt)
 	if err != nil {
@@ -83,6 +89,9 @@ func (g *Gateway) forwardPrompt(ctx context.Context, req *mcp.GetPromptRequest, 
 	res, err := rt.up.GetPrompt(ctx, &params)
 	g.endCall(ctx, &c, err, false)
 	if err != nil {
+		if upstreamNotFound(err, kindPrompt, rt.original) {
+			return nil, unknownPrompt(req.Params.Name) // as for a denied name (notfound.go)
+		}
 		return nil, upstreamError(err)
 	}
 	delete(res.Meta, metaServerInfo)
@@ -120,7 +129,7 @@ func (g *Gateway) forwardRead(ctx context.Context, req *mcp.ReadResourceRequest,
 	res, err := rt.up.ReadResource(ctx, &params)
 	g.endCall(ctx, &c, err, false)
 	if err != nil {
-		if notFound(err) {
+		if upstreamNotFound(err, kindResource, rt.original) {
 			// The gateway's own answer, naming the URI as the client wrote
 			// it: the same as for a URI denied by policy or not routed.
 			return nil, resourceNotFound(req, req.Params.URI)
@@ -157,12 +166,14 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		ok = ok && g.allowed(ctx, req, policy.Prompt, ref.Name, rt.up.Name())
 		ref.Name = rt.original
 	case "ref/resource":
+		// Only a listed template or resource is completed: an upstream
+		// may answer any other with no values rather than an error.
 		rt, ok = r.resource(ref.URI)
-		ok = ok && g.uriAllowed(ctx, req, policy.Template, ref.URI, rt)
+		ok = ok && listedRef(r, ref.URI) && g.uriAllowed(ctx, req, policy.Template, ref.URI, rt)
 		ref.URI = rt.original
 	}
 	if !ok {
-		return nil, mcpx.RPCError(jsonrpc.CodeInvalidParams, "completion/complete: unknown %s", refLabel(req.Params.Ref))
+		return nil, unknownRef(req.Params.Ref)
 	}
 	g.exchange(ctx).routed(rt)
 	rt, err := g.upstreamFor(ctx, req, rt)
@@ -174,6 +185,9 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	res, err := rt.up.Complete(ctx, &params)
 	g.endCall(ctx, &c, err, false)
 	if err != nil {
+		if refNotFound(err, &ref) {
+			return nil, unknownRef(req.Params.Ref) // as for a denied name (notfound.go)
+		}
 		return nil, upstreamError(err)
 	}
 	delete(res.Meta, metaServerInfo)

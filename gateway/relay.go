@@ -28,16 +28,6 @@ import (
 // exact: each forwarded progress token is replaced by one the gateway
 // makes, unique per call.
 
-// Relay error codes, beside the gateway's -32050…-32052.
-const (
-	// codeUnroutable: the gateway cannot tell which client a server→client
-	// request is for.
-	codeUnroutable = -32053
-	// codeMissingCapability: the client the request is for did not declare
-	// the capability (mcp.CodeMissingRequiredClientCapabilities).
-	codeMissingCapability = -32021
-)
-
 // origin is one call in flight on an upstream: who made it, and where what
 // the upstream sends back for it must go.
 type origin struct {

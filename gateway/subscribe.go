@@ -48,6 +48,9 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	}
 	if len(s.refs[key]) == 0 {
 		if err := rt.up.Subscribe(ctx, rt.original); err != nil {
+			if upstreamNotFound(err, kindResource, rt.original) {
+				return nil // acknowledged, as a denied URI is (notfound.go)
+			}
 			return upstreamError(err)
 		}
 		s.refs[key] = map[*mcp.ServerSession]bool{}

@@ -43,6 +43,7 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
     ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzURIAgainstWHATWG ./namespacing:FuzzName ./namespacing:FuzzURI \
     ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
+    ./gateway:FuzzUpstreamNotFound \
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
     ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody; do
     out=$(fuzz) && continue

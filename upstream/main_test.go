@@ -18,6 +18,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
@@ -291,14 +292,19 @@ func killGroupOnCleanup(t *testing.T, pgid int) {
 }
 
 // memServer serves an in-process mcp.Server to an Upstream through
-// Options.Transport: each connection attempt gets a fresh pair of in-memory
-// transports.
+// Options.Transport: each connection attempt gets a fresh pipe.
 type memServer struct {
 	srv *mcp.Server
 
-	mu       sync.Mutex
-	sessions []*mcp.ServerSession
-	dials    int
+	mu    sync.Mutex
+	conns []memConn
+	dials int
+}
+
+// memConn is one connection of a memServer.
+type memConn struct {
+	pipe *testutil.Pipe
+	ss   *mcp.ServerSession
 }
 
 func newMemServer(t *testing.T, srv *mcp.Server) *memServer {
@@ -308,16 +314,16 @@ func newMemServer(t *testing.T, srv *mcp.Server) *memServer {
 }
 
 func (m *memServer) transport() (mcp.Transport, error) {
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := m.srv.Connect(context.Background(), st, nil)
+	p := testutil.NewPipe()
+	ss, err := m.srv.Connect(context.Background(), p.Server, nil)
 	if err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
-	m.sessions = append(m.sessions, ss)
+	m.conns = append(m.conns, memConn{pipe: p, ss: ss})
 	m.dials++
 	m.mu.Unlock()
-	return ct, nil
+	return p.Client, nil
 }
 
 func (m *memServer) dialCount() int {
@@ -326,15 +332,19 @@ func (m *memServer) dialCount() int {
 	return m.dials
 }
 
-// dropAll closes every server session, as a crashing server would.
+// dropAll cuts every connection, as a crashing server would: the client's
+// calls in flight fail at once with a connection error (ServerSession.Close
+// would not do: it waits for the handlers in flight). It returns once the
+// server's handlers, cancelled by the cut, have ended.
 func (m *memServer) dropAll() {
 	m.mu.Lock()
-	ss := m.sessions
-	m.sessions = nil
+	conns := m.conns
+	m.conns = nil
 	m.mu.Unlock()
-	for _, s := range ss {
-		_ = s.Close()
-		_ = s.Wait()
+	for _, c := range conns {
+		c.pipe.Cut()
+		_ = c.ss.Close()
+		_ = c.ss.Wait()
 	}
 }
 

@@ -47,7 +47,7 @@ func TestRecover(t *testing.T) {
 }
 
 func TestAsRPCError(t *testing.T) {
-	inner := RPCError(-32050, "upstream %q down", "a")
+	inner := RPCError(-31050, "upstream %q down", "a")
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -60,7 +60,7 @@ func TestAsRPCError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := AsRPCError(tc.err)
-			if ok != tc.want || (ok && got.Code != -32050) {
+			if ok != tc.want || (ok && got.Code != -31050) {
 				t.Errorf("AsRPCError(%v) = %v, %v", tc.err, got, ok)
 			}
 		})

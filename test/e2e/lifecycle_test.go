@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manifold-mcp/manifold/gateway"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -162,8 +163,11 @@ gateway:
 			break // restarted
 		}
 		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Code != -32050 || !strings.Contains(rpcErr.Message, `"alpha"`) {
-			t.Fatalf("call to killed upstream: %v; want code -32050 naming alpha", err)
+		if !errors.As(err, &rpcErr) || rpcErr.Code != gateway.CodeUpstreamUnavailable || !strings.Contains(rpcErr.Message, `"alpha"`) {
+			t.Fatalf("call to killed upstream: %v; want code %d naming alpha", err, gateway.CodeUpstreamUnavailable)
+		}
+		if rpcErr.Code >= -32768 && rpcErr.Code <= -32000 {
+			t.Fatalf("the gateway's unavailable code %d lies in the range JSON-RPC reserves", rpcErr.Code)
 		}
 		sawUnavailable = true
 		// beta is unaffected.
