@@ -39,7 +39,7 @@ func newRecorder(a *audit.Log, t *telemetry.Telemetry) recorder {
 }
 
 // ruleNonCanonical is the audit rule of a URI refused for its spelling
-// (see uriAllowed) rather than by a policy rule.
+// (see canonicalURI) rather than by a policy rule.
 const ruleNonCanonical = "non-canonical URI"
 
 // exchange is what the gateway learns about one downstream request while
@@ -48,6 +48,12 @@ const ruleNonCanonical = "non-canonical URI"
 // the context; the handlers fill it in through nil-safe methods. One
 // goroutine handles a request, so it needs no lock.
 type exchange struct {
+	// snap and routes are the config snapshot and routing generation the
+	// request is decided and recorded under, pinned when it arrives: the
+	// call pipeline reads them (pin), so that a reload during the request
+	// cannot record it under another policy than the one that decided it.
+	snap   *snapshot
+	routes *routes
 	// server and upstreamName: the upstream the name routes to, and the
 	// name (or URI) there; empty when it routes nowhere.
 	server, upstreamName string
@@ -117,7 +123,7 @@ func (g *Gateway) observe(next mcp.MethodHandler) mcp.MethodHandler {
 // observed handles one request with its exchange, span and records.
 func (g *Gateway) observed(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (res mcp.Result, err error) {
 	start := time.Now()
-	x := &exchange{}
+	x := &exchange{snap: g.current(), routes: g.routes.Load()}
 	ctx = context.WithValue(ctx, exchangeKey{}, x)
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	info := telemetry.SpanInfo{Method: method}
@@ -186,7 +192,7 @@ func (g *Gateway) auditRecord(ctx context.Context, method string, req mcp.Reques
 			rec.ClientName, rec.ClientVersion = ip.ClientInfo.Name, ip.ClientInfo.Version
 		}
 	}
-	a := g.current().access
+	a := x.snap.access
 	pr, known := principal(ctx, a, req)
 	rec.Principal, rec.Groups = pr.Name(), pr.Groups()
 	switch {
