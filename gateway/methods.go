@@ -107,7 +107,9 @@ var (
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}, true
 		},
 	},
-		func(p *mcp.CallToolParamsRaw) (*mcp.InputResponseMap, *string) { return &p.InputResponses, &p.RequestState },
+		func(p *mcp.CallToolParamsRaw) (*mcp.InputResponseMap, *string) {
+			return &p.InputResponses, &p.RequestState
+		},
 		func(r *mcp.CallToolResult) (*mcp.InputRequestMap, *string) { return &r.InputRequests, &r.RequestState })
 
 	promptMethod = withMRTR(method[*mcp.GetPromptRequest, *mcp.GetPromptResult]{
@@ -116,7 +118,9 @@ var (
 		unknown: func(_ *mcp.GetPromptRequest, name string) error { return unknownPrompt(name) },
 		send:    sendPrompt, rewrite: rewritePrompt,
 	},
-		func(p *mcp.GetPromptParams) (*mcp.InputResponseMap, *string) { return &p.InputResponses, &p.RequestState },
+		func(p *mcp.GetPromptParams) (*mcp.InputResponseMap, *string) {
+			return &p.InputResponses, &p.RequestState
+		},
 		func(r *mcp.GetPromptResult) (*mcp.InputRequestMap, *string) { return &r.InputRequests, &r.RequestState })
 
 	readMethod = withMRTR(method[*mcp.ReadResourceRequest, *mcp.ReadResourceResult]{
@@ -126,6 +130,10 @@ var (
 		unknown: func(req *mcp.ReadResourceRequest, uri string) error { return resourceNotFound(req, uri) },
 		send:    sendRead, rewrite: rewriteRead,
 	},
-		func(p *mcp.ReadResourceParams) (*mcp.InputResponseMap, *string) { return &p.InputResponses, &p.RequestState },
-		func(r *mcp.ReadResourceResult) (*mcp.InputRequestMap, *string) { return &r.InputRequests, &r.RequestState })
+		func(p *mcp.ReadResourceParams) (*mcp.InputResponseMap, *string) {
+			return &p.InputResponses, &p.RequestState
+		},
+		func(r *mcp.ReadResourceResult) (*mcp.InputRequestMap, *string) {
+			return &r.InputRequests, &r.RequestState
+		})
 )

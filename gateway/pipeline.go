@@ -12,21 +12,24 @@ import (
 // through these stages in this order; each is a function in a file of its
 // own:
 //
-//	observe        observe.go       the span, metrics and audit record of the
-//	                                whole call, denials included; pins the
-//	                                config snapshot the call is decided under
-//	authenticate   authenticate.go  the caller's principal under that snapshot
-//	resolve        resolve.go       the name or URI as the client sent it →
-//	                                route (upstream and its own name); URIs
-//	                                only in canonical form
-//	policy         permit.go        may the principal use the route?
-//	upstream       sessions.go      the upstream session that serves the
-//	session                         caller: the pool's, or its per-client one
-//	forward        mrtr.go          the upstream call, across protocol
-//	                                versions (the MRTR bridge, bridge.go)
-//	rewrite        rewrite.go       names and URIs in the answer into the
-//	                                client's namespace; the upstream's
-//	                                not-found answers as the gateway's own
+//	observe           observe.go       the span, metrics and audit record of
+//	                                   the whole call, denials included; pins
+//	                                   the config snapshot of the call
+//	authenticate      authenticate.go  the caller's principal under that
+//	                                   snapshot
+//	resolve           resolve.go       the name or URI as the client sent it
+//	                                   → route (upstream and its own name);
+//	                                   URIs only in canonical form
+//	policy            permit.go        may the principal use the route?
+//	upstream session  sessions.go      the upstream session that serves the
+//	                                   caller: the pool's, or its own
+//	                                   (per-client servers)
+//	forward           mrtr.go          the upstream call (forward.go), across
+//	                                   protocol versions (the MRTR bridge,
+//	                                   bridge.go)
+//	rewrite           rewrite.go       names and URIs of the answer into the
+//	                                   client's namespace; the upstream's
+//	                                   not-found answers as the gateway's own
 //
 // observe is a receiving middleware of the SDK server, so that it also
 // covers the calls the SDK answers itself (a tool name it does not have,
