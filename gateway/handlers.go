@@ -23,7 +23,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	// a ref names a prompt or a template.
 	c := call{method: "completion/complete"}
 	g.pin(ctx, &c)
-	g.authenticate(ctx, &c, req)
+	g.authenticate(&c, callerOf(ctx, req))
 	var ok bool
 	switch ref.Type {
 	case "ref/prompt":

@@ -45,8 +45,9 @@ const ruleNonCanonical = "non-canonical URI"
 // exchange is what the gateway learns about one downstream request while
 // handling it, for its span, metrics and audit record. The observe
 // middleware creates it (only while something records) and hands it down in
-// the context; the handlers fill it in through nil-safe methods. One
-// goroutine handles a request, so it needs no lock.
+// the context; the stages of the call pipeline (pipeline.go) fill it in
+// through nil-safe methods. One goroutine handles a request, so it needs no
+// lock.
 type exchange struct {
 	// snap and routes are the config snapshot and routing generation the
 	// request is decided and recorded under, pinned when it arrives: the
@@ -106,10 +107,12 @@ func (x *exchange) deny(rule string) {
 
 // observe is the receiving middleware that records every downstream
 // request: a server span, the mcp.server.operation.duration metric and,
-// for tools/call, prompts/get and resources/read, one audit record. It sits
-// inside Recover and outside interceptor, whose handlers fill in the
-// request's exchange. With nothing recording it only passes a client's
-// trace context on.
+// for tools/call, prompts/get and resources/read, one audit record. It is
+// the first stage of the call pipeline (pipeline.go): it sits inside
+// Recover and outside interceptor, and pins the config snapshot and routing
+// generation in the request's exchange, which the later stages fill in.
+// With nothing recording it only passes a client's trace context on (and
+// the pipeline pins the snapshot itself).
 func (g *Gateway) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ctx = clientTraceContext(ctx, req, g.obs.on)

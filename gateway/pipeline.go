@@ -41,8 +41,11 @@ import (
 //
 // Stages share what they learn through call, which lives on serveCall's
 // stack: no allocation per stage, and no closure per call. The typed
-// request travels alongside it for forward and rewrite, the only stages
-// that read the payload.
+// request travels alongside it: forward and rewrite read its payload, and
+// the upstream session stage the client's session and capabilities, for a
+// per-client server only. authenticate, resolve and policy read call
+// alone, so a path that forwards bytes can share every stage but forward
+// and rewrite.
 
 // callStages names the stages of the call pipeline, in order.
 var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "upstream session", "forward", "rewrite"}
@@ -79,7 +82,7 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	var zero R
 	c := call{method: m.name, kind: m.kind, name: m.target(req)}
 	g.pin(ctx, &c)
-	g.authenticate(ctx, &c, req)
+	g.authenticate(&c, callerOf(ctx, req))
 	if !g.resolve(ctx, &c) {
 		return zero, m.unknown(req, c.name)
 	}
