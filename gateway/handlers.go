@@ -21,7 +21,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	params.Ref = &ref
 	// The stages of the call pipeline (pipeline.go), with its own resolve:
 	// a ref names a prompt or a template.
-	c := call{method: "completion/complete"}
+	var c call
 	g.pin(ctx, &c)
 	g.authenticate(&c, callerOf(ctx, req))
 	var ok bool

@@ -52,11 +52,11 @@ var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "up
 
 // call is one call on its way through the pipeline: what each stage
 // learns, for the stages after it. One goroutine serves a call, so it
-// needs no lock; a bridged call's upstream goroutine gets a copy.
+// needs no lock; a bridged call's upstream goroutine gets its route and
+// snapshot, by value.
 type call struct {
-	// method is the MCP method; kind is what the policy decides on.
-	method string
-	kind   policy.Kind
+	// kind is what the call names, for resolve and the policy.
+	kind policy.Kind
 	// name is the tool or prompt name or the resource URI as the client
 	// sent it.
 	name string
@@ -80,7 +80,7 @@ type call struct {
 // serveCall runs the stages after observe for req, a call of method m.
 func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q) (R, error) {
 	var zero R
-	c := call{method: m.name, kind: m.kind, name: m.target(req)}
+	c := call{kind: m.kind, name: m.target(req)}
 	g.pin(ctx, &c)
 	g.authenticate(&c, callerOf(ctx, req))
 	if !g.resolve(ctx, &c) {
