@@ -14,7 +14,6 @@ import (
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/zap"
 )
 
 // access is the identity and policy half of a config snapshot: who sends a
@@ -124,51 +123,6 @@ func identity(ctx context.Context, req mcp.Request) *authn.Identity {
 	}
 	id, _ := ctx.Value(identityCtxKey{}).(*authn.Identity)
 	return id
-}
-
-// allowed reports whether req's principal may use the item. A denial is
-// logged with the rule that decided it; the caller answers exactly as for a
-// name that does not exist, so that denied names cannot be enumerated.
-func (g *Gateway) allowed(ctx context.Context, req mcp.Request, kind policy.Kind, name, server string) bool {
-	return g.allowedBy(ctx, g.current().access, req, kind, name, server)
-}
-
-// allowedBy is allowed under access snapshot a. The decision goes into the
-// request's exchange, for its audit record.
-func (g *Gateway) allowedBy(ctx context.Context, a *access, req mcp.Request, kind policy.Kind, name, server string) bool {
-	if a.policy.Unrestricted() {
-		g.exchange(ctx).decide(a.policy, policy.Decision{Allowed: true, Rule: -1})
-		return true
-	}
-	pr, ok := principal(ctx, a, req)
-	if !ok {
-		g.log.Warn("request without identity refused", zap.String(keyKind, kind.String()), zap.String(keyName, name))
-		g.denied(ctx, kind, server, "")
-		return false
-	}
-	d := a.policy.Decide(pr, kind, name, server)
-	if !d.Allowed {
-		g.logDenial(pr, kind, name, server, a.policy.Describe(d))
-		g.denied(ctx, kind, server, a.policy.RuleName(d))
-		return false
-	}
-	g.exchange(ctx).decide(a.policy, d)
-	return true
-}
-
-// logDenial logs a policy denial with the rule that made it.
-func (g *Gateway) logDenial(pr *policy.Principal, kind policy.Kind, name, server, rule string) {
-	g.log.Info("policy denied",
-		zap.String(keyPrincipal, pr.Name()), zap.Strings(keyGroups, pr.Groups()),
-		zap.String(keyKind, kind.String()), zap.String(keyName, name), zap.String(keyServer, server),
-		zap.String(keyRule, rule))
-}
-
-// denied counts a denial (manifold_policy_denials_total) and notes it, with
-// the name of the rule ("" for the default), in the request's exchange.
-func (g *Gateway) denied(ctx context.Context, kind policy.Kind, server, rule string) {
-	g.obs.metrics.PolicyDenied(ctx, kindLabel(kind), server)
-	g.exchange(ctx).deny(rule)
 }
 
 // view is what one principal may list, in the routes' order, and the

@@ -293,13 +293,13 @@ func (bc *bridgedCall) endError() error {
 // bridgeStart runs a call of a 2026-07-28 client to an older upstream
 // through the bridge, and serves its first round. Before Start and while
 // closing it forwards the call directly (server requests are then refused).
-func bridgeStart[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q, rt route) (R, error) {
-	bc, ok := g.openBridge(ctx, m.name, target(req), g.stateOwner(ctx, req))
+func bridgeStart[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, rt route, snap *snapshot) (R, error) {
+	bc, ok := g.openBridge(ctx, m.name, target(req), g.stateOwner(ctx, snap.access, req))
 	if !ok {
-		return m.forward(g, ctx, req, rt)
+		return roundTrip(ctx, g, m, req, rt, snap)
 	}
 	go g.runBridged(bc, func(ctx context.Context) (mcp.Result, error) {
-		return m.forward(g, ctx, req, rt)
+		return roundTrip(ctx, g, m, req, rt, snap)
 	})
 	g.exchange(ctx).bridgedRound(1, bc.start)
 	return bridgeRound(ctx, g, m, req, bc)
@@ -308,11 +308,11 @@ func bridgeStart[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m
 // bridgeResume serves a retry that carries a requestState of the gateway:
 // it checks the state, hands the answers to the upstream requests waiting
 // for them, and serves the next round. A refused state changes nothing.
-func bridgeResume[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q) (R, error) {
+func bridgeResume[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, snap *snapshot) (R, error) {
 	var zero R
 	g.bridge.init()
 	answers, state := m.input(req)
-	st, err := g.bridge.signer.verify(state, m.name, target(req), g.stateOwner(ctx, req), time.Now())
+	st, err := g.bridge.signer.verify(state, m.name, target(req), g.stateOwner(ctx, snap.access, req), time.Now())
 	if err != nil {
 		return zero, invalidState(err)
 	}
@@ -369,7 +369,7 @@ func invalidState(err error) *jsonrpc.Error {
 // are asked for with input_required, and req gets no audit record: the
 // call's one record is written by the round that ends it). If ctx ends
 // first, the call is abandoned.
-func bridgeRound[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q, bc *bridgedCall) (R, error) {
+func bridgeRound[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, bc *bridgedCall) (R, error) {
 	var zero R
 	gathered := false
 	for {
@@ -516,9 +516,10 @@ func bridgeResult[R mcp.Result](g *Gateway, bc *bridgedCall) (R, error) {
 // stateOwner is who req's requestStates are bound to: its principal's key
 // ("" when unknown) and how it authenticated (the method and the key id or
 // JWT issuer; none for the local principal), so that a principal of the
-// same name and groups that authenticated otherwise is another owner.
-func (g *Gateway) stateOwner(ctx context.Context, req mcp.Request) string {
-	pr, _ := principal(ctx, g.current().access, req)
+// same name and groups that authenticated otherwise is another owner. a is
+// the access snapshot the call is decided under.
+func (g *Gateway) stateOwner(ctx context.Context, a *access, req mcp.Request) string {
+	pr, _ := principal(ctx, a, req)
 	var method, source string
 	if id := identity(ctx, req); id != nil {
 		method, source = id.Method, id.Source

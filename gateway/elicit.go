@@ -42,7 +42,7 @@ func knowsURLElicitation(version string) bool {
 //     with isError whose text names each URL to open and says to retry,
 //     and for prompts/get and resources/read a JSON-RPC internal error
 //     (-32603) with that text, the original data kept.
-func translateError[Q mcp.Request, R mcp.Result](g *Gateway, m *mrtrMethod[Q, R], ss *mcp.ServerSession, version string, up *upstream.Upstream, res R, err error) (R, error) {
+func translateError[Q callerRequest, R mcp.Result](g *Gateway, m *method[Q, R], ss *mcp.ServerSession, version string, up *upstream.Upstream, res R, err error) (R, error) {
 	rpcErr, ok := mcpx.AsRPCError(err)
 	if !ok || rpcErr.Code != mcp.CodeURLElicitationRequired {
 		return res, err

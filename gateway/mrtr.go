@@ -16,7 +16,7 @@ import (
 //
 // tools/call, prompts/get and resources/read may take several rounds when
 // a server needs input from the client. How the gateway carries them
-// depends on both ends (mediate):
+// depends on both ends (forward):
 //
 //	client      upstream    rounds
 //	2026-07-28  2026-07-28  the upstream's input_required results and
@@ -36,134 +36,12 @@ import (
 // allows as many).
 const maxMRTRRounds = 10
 
-// mrtrMethod is what mediate needs to know of one MRTR method, with request
-// type Q and result type R.
-type mrtrMethod[Q mcp.Request, R mcp.Result] struct {
-	name string // the MCP method
-	// forward sends a routed, allowed request to rt's upstream and turns
-	// its answer into the client's (the handler's body).
-	forward func(g *Gateway, ctx context.Context, req Q, rt route) (R, error)
-	// input returns the answers and requestState a retry carries.
-	input func(req Q) (mcp.InputResponseMap, string)
-	// retry returns a copy of req that carries answers and state.
-	retry func(req Q, answers mcp.InputResponseMap, state string) Q
-	// asks returns the input requests and requestState of res when it is
-	// an input_required result.
-	asks func(res R) (mcp.InputRequestMap, string, bool)
-	// ask returns the input_required result asking for irs.
-	ask func(irs mcp.InputRequestMap, state string) R
-	// toolError returns res as a tool result with isError, for errors an
-	// older client does not know; false for methods without one.
-	toolError func(text string) (R, bool)
-}
-
-// inputRequiredJSON sets the SDK's unexported resultType when unmarshalled
-// into a result: the only way to mark one input_required that does not go
-// through the SDK's own handler (resources/read, see interceptor).
-var inputRequiredJSON = []byte(`{"resultType":"input_required"}`)
-
-var toolMRTR = mrtrMethod[*mcp.CallToolRequest, *mcp.CallToolResult]{
-	name:    "tools/call",
-	forward: (*Gateway).forwardTool,
-	input: func(req *mcp.CallToolRequest) (mcp.InputResponseMap, string) {
-		if req.Params == nil {
-			return nil, ""
-		}
-		return req.Params.InputResponses, req.Params.RequestState
-	},
-	retry: func(req *mcp.CallToolRequest, answers mcp.InputResponseMap, state string) *mcp.CallToolRequest {
-		r, p := *req, *req.Params
-		p.InputResponses, p.RequestState = answers, state
-		r.Params = &p
-		return &r
-	},
-	asks: func(res *mcp.CallToolResult) (mcp.InputRequestMap, string, bool) {
-		return res.InputRequests, res.RequestState, res.NeedsInput()
-	},
-	ask: func(irs mcp.InputRequestMap, state string) *mcp.CallToolResult {
-		r := &mcp.CallToolResult{}
-		_ = r.UnmarshalJSON(inputRequiredJSON)
-		r.InputRequests, r.RequestState = irs, state
-		return r
-	},
-	toolError: func(text string) (*mcp.CallToolResult, bool) {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}, true
-	},
-}
-
-var promptMRTR = mrtrMethod[*mcp.GetPromptRequest, *mcp.GetPromptResult]{
-	name:    "prompts/get",
-	forward: (*Gateway).forwardPrompt,
-	input: func(req *mcp.GetPromptRequest) (mcp.InputResponseMap, string) {
-		if req.Params == nil {
-			return nil, ""
-		}
-		return req.Params.InputResponses, req.Params.RequestState
-	},
-	retry: func(req *mcp.GetPromptRequest, answers mcp.InputResponseMap, state string) *mcp.GetPromptRequest {
-		r, p := *req, *req.Params
-		p.InputResponses, p.RequestState = answers, state
-		r.Params = &p
-		return &r
-	},
-	asks: func(res *mcp.GetPromptResult) (mcp.InputRequestMap, string, bool) {
-		return res.InputRequests, res.RequestState, res.NeedsInput()
-	},
-	ask: func(irs mcp.InputRequestMap, state string) *mcp.GetPromptResult {
-		r := &mcp.GetPromptResult{}
-		_ = r.UnmarshalJSON(inputRequiredJSON)
-		r.InputRequests, r.RequestState = irs, state
-		return r
-	},
-	toolError: func(string) (*mcp.GetPromptResult, bool) { return nil, false },
-}
-
-var readMRTR = mrtrMethod[*mcp.ReadResourceRequest, *mcp.ReadResourceResult]{
-	name:    "resources/read",
-	forward: (*Gateway).forwardRead,
-	input: func(req *mcp.ReadResourceRequest) (mcp.InputResponseMap, string) {
-		if req.Params == nil {
-			return nil, ""
-		}
-		return req.Params.InputResponses, req.Params.RequestState
-	},
-	retry: func(req *mcp.ReadResourceRequest, answers mcp.InputResponseMap, state string) *mcp.ReadResourceRequest {
-		r, p := *req, *req.Params
-		p.InputResponses, p.RequestState = answers, state
-		r.Params = &p
-		return &r
-	},
-	asks: func(res *mcp.ReadResourceResult) (mcp.InputRequestMap, string, bool) {
-		return res.InputRequests, res.RequestState, res.NeedsInput()
-	},
-	ask: func(irs mcp.InputRequestMap, state string) *mcp.ReadResourceResult {
-		r := &mcp.ReadResourceResult{}
-		_ = r.UnmarshalJSON(inputRequiredJSON)
-		r.InputRequests, r.RequestState = irs, state
-		return r
-	},
-	toolError: func(string) (*mcp.ReadResourceResult, bool) { return nil, false },
-}
-
-// bridgeTool serves a routed, allowed tools/call (see mediate).
-func (g *Gateway) bridgeTool(ctx context.Context, req *mcp.CallToolRequest, rt route) (*mcp.CallToolResult, error) {
-	return mediate(ctx, g, &toolMRTR, req, rt)
-}
-
-// bridgePrompt serves a routed, allowed prompts/get (see mediate).
-func (g *Gateway) bridgePrompt(ctx context.Context, req *mcp.GetPromptRequest, rt route) (*mcp.GetPromptResult, error) {
-	return mediate(ctx, g, &promptMRTR, req, rt)
-}
-
-// bridgeRead serves a routed, allowed resources/read (see mediate).
-func (g *Gateway) bridgeRead(ctx context.Context, req *mcp.ReadResourceRequest, rt route) (*mcp.ReadResourceResult, error) {
-	return mediate(ctx, g, &readMRTR, req, rt)
-}
-
-// mediate serves req, routed to rt, by the protocol versions of the client
-// and the upstream (see the table above), then puts an error the client's
-// version does not know into one it does (translateError).
-func mediate[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q, rt route) (R, error) {
+// forward is the forward stage of the call pipeline (pipeline.go): it
+// serves req, routed to rt and decided under snap, by the protocol versions
+// of the client and the upstream (see the table above), each upstream
+// request a roundTrip, then puts an error the client's version does not
+// know into one it does (translateError).
+func forward[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, rt route, snap *snapshot) (R, error) {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	version := protocolVersion(req, ss)
 	_, state := m.input(req)
@@ -172,13 +50,13 @@ func mediate[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mr
 	var err error
 	switch {
 	case isBridgeState(state):
-		res, err = bridgeResume(ctx, g, m, req)
+		res, err = bridgeResume(ctx, g, m, req, snap)
 	case version >= modernProtocol && upVersion < modernProtocol:
-		res, err = bridgeStart(ctx, g, m, req, rt)
+		res, err = bridgeStart(ctx, g, m, req, rt, snap)
 	case version < modernProtocol && upVersion >= modernProtocol:
-		res, err = fulfilRounds(ctx, g, m, req, rt, ss)
+		res, err = fulfilRounds(ctx, g, m, req, rt, snap, ss)
 	default:
-		res, err = m.forward(g, ctx, req, rt)
+		res, err = roundTrip(ctx, g, m, req, rt, snap)
 	}
 	if err != nil {
 		return translateError(g, m, ss, version, rt.up, res, err)
@@ -202,11 +80,11 @@ func upstreamVersion(up *upstream.Upstream) string {
 // requestState. A client's refusal (decline, cancel) is an answer and goes
 // to the upstream as such; a client's error ends the call with it, since
 // MRTR has no way to carry an error upstream.
-func fulfilRounds[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mrtrMethod[Q, R], req Q, rt route, ss *mcp.ServerSession) (R, error) {
+func fulfilRounds[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, rt route, snap *snapshot, ss *mcp.ServerSession) (R, error) {
 	var zero R
 	for round := 1; ; round++ {
 		g.exchange(ctx).setRounds(round)
-		res, err := m.forward(g, ctx, req, rt)
+		res, err := roundTrip(ctx, g, m, req, rt, snap)
 		if err != nil {
 			return res, err
 		}
@@ -221,11 +99,7 @@ func fulfilRounds[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, 
 		if ss == nil {
 			return zero, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: the upstream asks for input, and this client has no session to ask"}
 		}
-		var caps *mcp.ClientCapabilities
-		if cr, ok := any(req).(callerRequest); ok {
-			caps = cr.ClientCapabilities()
-		}
-		answers, err := fulfil(ctx, ss, caps, irs)
+		answers, err := fulfil(ctx, ss, req.ClientCapabilities(), irs)
 		if err != nil {
 			return zero, err
 		}

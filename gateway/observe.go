@@ -39,15 +39,22 @@ func newRecorder(a *audit.Log, t *telemetry.Telemetry) recorder {
 }
 
 // ruleNonCanonical is the audit rule of a URI refused for its spelling
-// (see uriAllowed) rather than by a policy rule.
+// (see canonicalURI) rather than by a policy rule.
 const ruleNonCanonical = "non-canonical URI"
 
 // exchange is what the gateway learns about one downstream request while
 // handling it, for its span, metrics and audit record. The observe
 // middleware creates it (only while something records) and hands it down in
-// the context; the handlers fill it in through nil-safe methods. One
-// goroutine handles a request, so it needs no lock.
+// the context; the stages of the call pipeline (pipeline.go) fill it in
+// through nil-safe methods. One goroutine handles a request, so it needs no
+// lock.
 type exchange struct {
+	// snap and routes are the config snapshot and routing generation the
+	// request is decided and recorded under, pinned when it arrives: the
+	// call pipeline reads them (pin), so that a reload during the request
+	// cannot record it under another policy than the one that decided it.
+	snap   *snapshot
+	routes *routes
 	// server and upstreamName: the upstream the name routes to, and the
 	// name (or URI) there; empty when it routes nowhere.
 	server, upstreamName string
@@ -100,10 +107,12 @@ func (x *exchange) deny(rule string) {
 
 // observe is the receiving middleware that records every downstream
 // request: a server span, the mcp.server.operation.duration metric and,
-// for tools/call, prompts/get and resources/read, one audit record. It sits
-// inside Recover and outside interceptor, whose handlers fill in the
-// request's exchange. With nothing recording it only passes a client's
-// trace context on.
+// for tools/call, prompts/get and resources/read, one audit record. It is
+// the first stage of the call pipeline (pipeline.go): it sits inside
+// Recover and outside interceptor, and pins the config snapshot and routing
+// generation in the request's exchange, which the later stages fill in.
+// With nothing recording it only passes a client's trace context on (and
+// the pipeline pins the snapshot itself).
 func (g *Gateway) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ctx = clientTraceContext(ctx, req, g.obs.on)
@@ -117,7 +126,7 @@ func (g *Gateway) observe(next mcp.MethodHandler) mcp.MethodHandler {
 // observed handles one request with its exchange, span and records.
 func (g *Gateway) observed(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (res mcp.Result, err error) {
 	start := time.Now()
-	x := &exchange{}
+	x := &exchange{snap: g.current(), routes: g.routes.Load()}
 	ctx = context.WithValue(ctx, exchangeKey{}, x)
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	info := telemetry.SpanInfo{Method: method}
@@ -186,7 +195,7 @@ func (g *Gateway) auditRecord(ctx context.Context, method string, req mcp.Reques
 			rec.ClientName, rec.ClientVersion = ip.ClientInfo.Name, ip.ClientInfo.Version
 		}
 	}
-	a := g.current().access
+	a := x.snap.access
 	pr, known := principal(ctx, a, req)
 	rec.Principal, rec.Groups = pr.Name(), pr.Groups()
 	switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -153,14 +154,31 @@ func clientRelayCapabilities(caps *mcp.ClientCapabilities) *mcp.ClientCapabiliti
 	return out
 }
 
-// upstreamFor returns the route rt with the upstream that serves req: the
+// upstreamSession is the upstream session stage of the call pipeline
+// (pipeline.go): the call's route gets the upstream that serves it, the
 // pool's for a shared server, the caller's dedicated session for a
 // per-client one (opened on first use).
+func (g *Gateway) upstreamSession(ctx context.Context, c *call, req callerRequest) error {
+	if c.route.up.SessionMode() != config.SessionPerClient {
+		return nil
+	}
+	d, err := g.dedicatedFor(ctx, c.principal, c.known, req, c.route.up)
+	if err != nil {
+		return err
+	}
+	c.route.up = d.up
+	return nil
+}
+
+// upstreamFor returns the route rt with the upstream that serves req, as
+// upstreamSession does, under the snapshot serving now: for requests
+// outside the call pipeline (resources/subscribe).
 func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (route, error) {
 	if rt.up.SessionMode() != config.SessionPerClient {
 		return rt, nil
 	}
-	d, err := g.dedicatedFor(ctx, req, rt.up)
+	pr, known := principal(ctx, g.current().access, req)
+	d, err := g.dedicatedFor(ctx, pr, known, req, rt.up)
 	if err != nil {
 		return route{}, err
 	}
@@ -169,8 +187,9 @@ func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (r
 }
 
 // dedicatedFor returns req's dedicated session of base's server, opening it
-// when there is none.
-func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstream.Upstream) (*dedicated, error) {
+// when there is none. pr is req's principal (known: it has one), which owns
+// the sessions of 2026-07-28 clients.
+func (g *Gateway) dedicatedFor(ctx context.Context, pr *policy.Principal, known bool, req mcp.Request, base *upstream.Upstream) (*dedicated, error) {
 	var caps *mcp.ClientCapabilities
 	var version string
 	if cr, ok := req.(callerRequest); ok {
@@ -179,8 +198,7 @@ func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstr
 	var o owner
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if version >= modernProtocol || ss == nil {
-		pr, ok := principal(ctx, g.current().access, req)
-		if !ok {
+		if !known {
 			return nil, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: no principal for a per-client upstream session"}
 		}
 		o.principal = pr.Key()

@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/manifold-mcp/manifold/policy"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// permit is the policy stage of the call pipeline: it reports whether the
+// call's principal may use its route, under the call's snapshot. A denial
+// is logged with the rule that decided it and noted in the call's exchange;
+// the caller answers exactly as for a name that does not exist, so that
+// denied names cannot be enumerated.
+func (g *Gateway) permit(ctx context.Context, c *call) bool {
+	a := c.snap.access
+	if c.kind == policy.Resource || c.kind == policy.Template {
+		return g.uriPermitted(ctx, a, c.principal, c.known, c.kind, c.name, c.route)
+	}
+	return g.decide(ctx, a, c.principal, c.known, c.kind, c.name, c.route.up.Name())
+}
+
+// allowed reports whether req's principal may use the item, under the
+// snapshot serving now: for requests outside the call pipeline.
+func (g *Gateway) allowed(ctx context.Context, req mcp.Request, kind policy.Kind, name, server string) bool {
+	return g.allowedBy(ctx, g.current().access, req, kind, name, server)
+}
+
+// allowedBy is allowed under access snapshot a.
+func (g *Gateway) allowedBy(ctx context.Context, a *access, req mcp.Request, kind policy.Kind, name, server string) bool {
+	if a.policy.Unrestricted() {
+		return g.decide(ctx, a, nil, false, kind, name, server)
+	}
+	pr, known := principal(ctx, a, req)
+	return g.decide(ctx, a, pr, known, kind, name, server)
+}
+
+// decide reports whether pr (known: it has a principal at all) may use the
+// item under a. The decision goes into the request's exchange, for its
+// audit record.
+func (g *Gateway) decide(ctx context.Context, a *access, pr *policy.Principal, known bool, kind policy.Kind, name, server string) bool {
+	if a.policy.Unrestricted() {
+		g.exchange(ctx).decide(a.policy, policy.Decision{Allowed: true, Rule: -1})
+		return true
+	}
+	if !known {
+		g.log.Warn("request without identity refused", zap.String(keyKind, kind.String()), zap.String(keyName, name))
+		g.denied(ctx, kind, server, "")
+		return false
+	}
+	d := a.policy.Decide(pr, kind, name, server)
+	if !d.Allowed {
+		g.logDenial(pr, kind, name, server, a.policy.Describe(d))
+		g.denied(ctx, kind, server, a.policy.RuleName(d))
+		return false
+	}
+	g.exchange(ctx).decide(a.policy, d)
+	return true
+}
+
+// readable reports whether req's principal may read uri, which routes to
+// rt, under the snapshot serving now: for requests outside the call
+// pipeline (subscriptions).
+func (g *Gateway) readable(ctx context.Context, req mcp.Request, uri string, rt route) bool {
+	return g.uriAllowed(ctx, req, policy.Resource, uri, rt)
+}
+
+// uriAllowed decides on a resource or template URI, which routes to rt,
+// under the routes and snapshot serving now: its spelling (canonical,
+// resolve.go), then the policy (uriPermitted).
+func (g *Gateway) uriAllowed(ctx context.Context, req mcp.Request, kind policy.Kind, uri string, rt route) bool {
+	if !g.canonical(ctx, g.routes.Load(), kind, uri, rt) {
+		return false
+	}
+	a := g.current().access
+	if a.policy.Unrestricted() {
+		return true
+	}
+	pr, known := principal(ctx, a, req)
+	return g.uriPermitted(ctx, a, pr, known, kind, uri, rt)
+}
+
+// uriPermitted decides on a resource or template URI in canonical form
+// (canonicalURI), which routes to rt, for pr under a. Rules match exact
+// strings, while an upstream may resolve a URI loosely (the TypeScript SDK
+// looks resources up by new URL(uri).toString(), which drops tabs,
+// lowercases the scheme, resolves dot segments…), so:
+//   - the decision is made on the URI as the client wrote it, which is then
+//     the URI as the gateway writes it;
+//   - while a policy is in force, a deny rule matching its cleaned form
+//     (namespacing.CleanURI: no query or fragment, doubled slashes merged)
+//     refuses it too, so "…/secret?x" and "…//secret" cannot reach what
+//     "…/secret" denies.
+func (g *Gateway) uriPermitted(ctx context.Context, a *access, pr *policy.Principal, known bool, kind policy.Kind, uri string, rt route) bool {
+	if a.policy.Unrestricted() {
+		return true
+	}
+	exact := namespacing.WrapURI(rt.prefix, rt.original)
+	if !g.decide(ctx, a, pr, known, kind, exact, rt.up.Name()) {
+		return false
+	}
+	clean := namespacing.WrapURI(rt.prefix, namespacing.CleanURI(rt.original))
+	if clean == exact {
+		return true
+	}
+	if d := a.policy.Decide(pr, kind, clean, rt.up.Name()); !d.Allowed && d.Rule >= 0 {
+		g.logDenial(pr, kind, uri, rt.up.Name(), a.policy.Describe(d)+" (on the cleaned form "+clean+")")
+		g.denied(ctx, kind, rt.up.Name(), a.policy.RuleName(d))
+		return false
+	}
+	return true
+}
+
+// logDenial logs a policy denial with the rule that made it.
+func (g *Gateway) logDenial(pr *policy.Principal, kind policy.Kind, name, server, rule string) {
+	g.log.Info("policy denied",
+		zap.String(keyPrincipal, pr.Name()), zap.Strings(keyGroups, pr.Groups()),
+		zap.String(keyKind, kind.String()), zap.String(keyName, name), zap.String(keyServer, server),
+		zap.String(keyRule, rule))
+}
+
+// denied counts a denial (manifold_policy_denials_total) and notes it, with
+// the name of the rule ("" for the default), in the request's exchange.
+func (g *Gateway) denied(ctx context.Context, kind policy.Kind, server, rule string) {
+	g.obs.metrics.PolicyDenied(ctx, kindLabel(kind), server)
+	g.exchange(ctx).deny(rule)
+}

@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestPipelineStagesInOrder: the call pipeline's stages, in the order the
+// docs show them; the table in pipeline.go's comment and the calls in
+// serveCall and roundTrip follow the same order.
+func TestPipelineStagesInOrder(t *testing.T) {
+	want := []string{"observe", "authenticate", "resolve", "policy", "upstream session", "forward", "rewrite"}
+	if diff := cmp.Diff(want, callStages[:]); diff != "" {
+		t.Fatalf("callStages (-want +got):\n%s", diff)
+	}
+
+	src, err := os.ReadFile("pipeline.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table []string // the first column of the comment's table
+	for _, line := range strings.Split(string(src), "\n") {
+		if cell, ok := strings.CutPrefix(line, "//\t"); ok && cell != "" && cell[0] != ' ' {
+			name, _, _ := strings.Cut(cell, "  ")
+			table = append(table, name)
+		}
+	}
+	if diff := cmp.Diff(want, table); diff != "" {
+		t.Errorf("the table in pipeline.go's comment (-want +got):\n%s", diff)
+	}
+
+	// The function each stage after observe runs, as serveCall and
+	// roundTrip call them.
+	stageFuncs := map[string]string{
+		"authenticate": "authenticate", "resolve": "resolve", "policy": "permit",
+		"upstream session": "upstreamSession", "forward": "forward", "rewrite": "rewrite",
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "pipeline.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var called []string
+	for _, fn := range []string{"serveCall", "roundTrip"} {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == fn {
+				ast.Inspect(fd.Body, func(n ast.Node) bool {
+					if c, ok := n.(*ast.CallExpr); ok {
+						switch fun := c.Fun.(type) {
+						case *ast.Ident:
+							called = append(called, fun.Name)
+						case *ast.SelectorExpr:
+							called = append(called, fun.Sel.Name)
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+	at := -1
+	for _, stage := range want[1:] {
+		i := slices.Index(called, stageFuncs[stage])
+		if i < 0 || i < at {
+			t.Errorf("stage %s (%s) is not called in order: calls %v", stage, stageFuncs[stage], called)
+		}
+		at = i
+	}
+}
+
+// TestReloadMidCallAuditsUnderTheDecidingSnapshot: a reload while a call is
+// at its upstream does not reach the call: its audit record names the
+// principal and groups of the snapshot whose policy decided it, not those
+// of the snapshot applied meanwhile.
+func TestReloadMidCallAuditsUnderTheDecidingSnapshot(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "alpha"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "slow", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	})
+	// Version 1: the local principal is in group dev, which a named rule
+	// allows the tool; version 2 moves it to group ops.
+	version := func(c *config.Config, groups string, hash string) {
+		c.Source, c.Hash = "pipeline.yaml", hash
+		c.Auth.Local.Name = "local"
+		c.Auth.Local.Groups = []string{groups}
+		c.Policy = &config.Policy{Default: config.Deny, Rules: []config.Rule{
+			{Name: "dev-slow", Effect: config.Allow, Match: config.Match{Tools: []string{"alpha__slow"}}, Principals: []string{"group:dev"}},
+		}}
+	}
+	var base *config.Config
+	next := make(chan *config.Config, 1)
+	load := func() (*config.Config, error) {
+		select {
+		case c := <-next:
+			return c, nil
+		default:
+			return base, nil
+		}
+	}
+	sink := newAuditSink(t, config.ArgumentsFull)
+	h := newHarnessOpts(t, &Options{Audit: sink.log, LoadConfig: load}, func(c *config.Config) {
+		version(c, "dev", "sha256:1")
+		cp := *c
+		base = &cp
+	}, upstreamSpec{name: "alpha", server: srv})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.client.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{}})
+		done <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never reached the upstream")
+	}
+	v2 := *base
+	version(&v2, "ops", "sha256:2")
+	next <- &v2
+	if res, err := h.gw.Reload(context.Background(), TriggerSignal); err != nil || res.Result != ReloadApplied {
+		t.Fatalf("Reload: %+v, %v", res, err)
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the call allowed under version 1 failed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not return")
+	}
+
+	var got map[string]any
+	for _, r := range sink.records(t) {
+		if r["name"] == "alpha__slow" {
+			got = r
+		}
+	}
+	if got == nil {
+		t.Fatal("no audit record of the call")
+	}
+	want := map[string]any{"decision": "allow", "rule": "dev-slow", "principal": "local", "groups": []any{"dev"}}
+	for k, v := range want {
+		if !cmp.Equal(got[k], v) {
+			t.Errorf("record %s = %v, want %v (the record: %v)", k, got[k], v, got)
+		}
+	}
+}
