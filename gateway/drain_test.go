@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestReloadDrainEndsWhenTheLastCallEnds runs in a synctest bubble, where
+// time moves only when every goroutine waits: the drain of a replaced
+// upstream must be over at the very instant its last call returns, with no
+// time passing, so it waits on that event rather than on a poll's tick.
+func TestReloadDrainEndsWhenTheLastCallEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newReloadHarness(t, false)
+		done := make(chan error, 1)
+		go func() {
+			// 1003 ms: not on any multiple of a 10 ms tick from the drain's start.
+			res, err := h.client.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 1003}})
+			if err == nil && res.IsError {
+				err = errors.New(textOfContent(res.Content))
+			}
+			done <- err
+		}()
+		synctest.Wait()
+		if st := h.gw.Status(nil); len(st.Upstreams) != 1 || st.Upstreams[0].InFlight != 1 {
+			t.Fatalf("the slow call is not in flight: %+v", st.Upstreams)
+		}
+		h.reload(t, h.reloadConfig(false, func(c *config.Config) {
+			s := c.Servers["alpha"]
+			s.Env = map[string]string{"CHANGED": "yes"}
+			c.Servers["alpha"] = s
+		}), nil)
+		time.Sleep(500 * time.Millisecond) // the replacement serves; the drain waits
+		synctest.Wait()
+		st := h.gw.Status(nil)
+		if st.Upstreams[0].Replacement != nil || st.Draining != 1 {
+			t.Fatalf("after the reload: replacement %v, draining %d; want promoted, 1 draining", st.Upstreams[0].Replacement, st.Draining)
+		}
+		if err := <-done; err != nil { // time moves on to the call's end, and no further
+			t.Fatalf("the call in flight on the replaced upstream: %v", err)
+		}
+		end := time.Now()
+		synctest.Wait() // every goroutine has done what it can without time passing
+		if !time.Now().Equal(end) {
+			t.Fatalf("time moved on by %s", time.Since(end))
+		}
+		if n := h.gw.Status(nil).Draining; n != 0 {
+			t.Fatalf("draining = %d the instant the last call ended, want 0", n)
+		}
+	})
+}
