@@ -220,7 +220,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 // Start connects every upstream in parallel and returns once each has
 // finished its first attempt (ready or failed), which the connect timeout
 // bounds. A failed upstream keeps retrying in the background; the others
-// serve meanwhile.
+// serve meanwhile. Only the first Start before Close does anything.
 func (g *Gateway) Start(ctx context.Context) {
 	// Under pool.mu: a reload cannot start upstreams before these have.
 	g.pool.mu.Lock()
@@ -271,9 +271,11 @@ func waitFirstAttempts(ctx context.Context, ups []*upstream.Upstream, max time.D
 	}
 }
 
-// Close stops every upstream (gracefully, in parallel), those being
-// replaced or drained included, and the merge loop, waiting at most until
-// ctx is done.
+// Close ends the gateway's run: nothing new starts, every goroutine of the
+// gateway ends (its downstream sessions are closed, bridged calls and
+// drains cut) and is waited for, then every upstream still running, those
+// being replaced or drained included, is stopped gracefully, in parallel,
+// waiting for them at most until ctx is done.
 func (g *Gateway) Close(ctx context.Context) error {
 	started := g.life.Running()
 	defer func() {

@@ -294,7 +294,9 @@ func (g *Gateway) watchSessionLocked(ss *mcp.ServerSession) {
 	if p.watched[ss] {
 		return
 	}
-	p.watched[ss] = g.awaitSessionEnd(ss, func() { g.sessionEnded(ss) })
+	if g.awaitSessionEnd(ss, func() { g.sessionEnded(ss) }) {
+		p.watched[ss] = true
+	}
 }
 
 // awaitSessionEnd runs f in a goroutine of the gateway once ss has ended,
