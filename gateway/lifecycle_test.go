@@ -3,6 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -54,4 +57,49 @@ func TestReloadDrainEndsWhenTheLastCallEnds(t *testing.T) {
 			t.Fatalf("draining = %d the instant the last call ended, want 0", n)
 		}
 	})
+}
+
+// TestCloseEndsTheGoroutinesOfOpenSessions: the goroutine that waits for
+// a downstream session's end is the gateway's, so Close ends it (closing
+// the session) rather than leaving it to wait for the client.
+func TestCloseEndsTheGoroutinesOfOpenSessions(t *testing.T) {
+	gw := newAlphaGateway(t, nil, nil)
+	hs := httptest.NewServer(gw.Handler())
+	defer hs.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session the gateway keeps
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// A call records the session, which is then watched for its end.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"message": "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := waitingForSessions(); n != 1 {
+		t.Fatalf("%d goroutines wait for a session's end, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := gw.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := waitingForSessions(); n != 0 {
+		t.Fatalf("%d goroutines still wait for a session's end after Close", n)
+	}
+}
+
+// waitingForSessions counts the goroutines of package gateway blocked
+// waiting for a session's end (ServerSession.Wait, inlined).
+func waitingForSessions() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "jsonrpc2.(*Connection).Wait(") && strings.Contains(g, "manifold/gateway.") {
+			n++
+		}
+	}
+	return n
 }
