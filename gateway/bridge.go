@@ -53,7 +53,7 @@ import (
 // Lifetimes. The upstream call is bounded by the call timeout like any
 // call — time spent waiting for the client included, as when an older
 // client is asked directly — and ends with the gateway (Close cancels
-// runCtx). Between rounds the call waits for the client at most the
+// its run context). Between rounds the call waits for the client at most the
 // bridge TTL (5 minutes, bridge.ttl): then it is cancelled upstream, its
 // parked requests are answered with codeClientNoAnswer, and its
 // requestState stops verifying. A client that cancels a round (or whose
@@ -88,10 +88,6 @@ type bridge struct {
 	// ttl and window override defaultBridgeTTL and defaultBridgeWindow
 	// when set; tests set them before the first call.
 	ttl, window time.Duration
-	// life guards runCtx, which serve sets: nil before Start and after
-	// Close.
-	life   sync.RWMutex
-	runCtx context.Context
 	// urls are the URL elicitations sent to 2025-11-25 sessions, for
 	// notifications/elicitation/complete (elicit.go).
 	urls urlElicitations
@@ -153,7 +149,7 @@ type bridgedCall struct {
 	attached bool
 	expired  bool
 	timer    *time.Timer
-	stop     func() bool // detaches the call from the gateway's runCtx
+	stop     func() bool // detaches the call from the gateway's run context
 	// record writes the call's audit record should it end while detached
 	// (nil without an audit log); see laterRecord.
 	record func(error)
@@ -175,31 +171,16 @@ func bridgedOf(o *origin) *bridgedCall {
 	return bc
 }
 
-// serve sets the context bridged calls run under: Start's run context, or
-// nil once Close has begun, after which no bridged call starts (and none
-// is added to g.wg while Close waits for it).
-func (b *bridge) serve(runCtx context.Context) {
-	b.life.Lock()
-	b.runCtx = runCtx
-	b.life.Unlock()
-}
-
-// openBridge registers a bridged call for the downstream request of ctx,
-// counted in g.wg. It returns false when the gateway is not serving
+// openBridge registers a bridged call for the downstream request of ctx
+// and starts its upstream call, a goroutine of the gateway (runBridged).
+// It returns false, having started nothing, when the gateway does not run
 // (before Start, or closing).
-func (g *Gateway) openBridge(ctx context.Context, method, name, principal string) (*bridgedCall, bool) {
+func (g *Gateway) openBridge(ctx context.Context, method, name, principal string, call func(context.Context) (mcp.Result, error)) (*bridgedCall, bool) {
 	g.bridge.init()
-	// A read lock: bridged calls start concurrently; only Start and Close
-	// take it exclusively (serve).
-	g.bridge.life.RLock()
-	runCtx := g.bridge.runCtx
-	if runCtx != nil {
-		g.wg.Add(1)
-	}
-	g.bridge.life.RUnlock()
-	if runCtx == nil {
+	if !g.life.Running() {
 		return nil, false
 	}
+	runCtx := g.life.Context()
 	bc := &bridgedCall{
 		id: g.bridge.seq.Add(1), method: method, name: name, principal: principal,
 		done: make(chan struct{}), arrived: make(chan struct{}, 1),
@@ -217,13 +198,18 @@ func (g *Gateway) openBridge(ctx context.Context, method, name, principal string
 	bc.mu.Lock()
 	bc.stop = stop
 	bc.mu.Unlock()
+	if !g.life.Go(func(context.Context) { g.runBridged(bc, call) }) {
+		// Close began meanwhile: the call never starts.
+		g.forget(bc)
+		bc.cancel(errCallReturned)
+		return nil, false
+	}
 	return bc, true
 }
 
 // runBridged runs the upstream call of bc; it is the goroutine openBridge
-// counted.
+// started.
 func (g *Gateway) runBridged(bc *bridgedCall, call func(context.Context) (mcp.Result, error)) {
-	defer g.wg.Done()
 	var res mcp.Result
 	err := error(errInternal)
 	defer func() {
@@ -294,13 +280,12 @@ func (bc *bridgedCall) endError() error {
 // through the bridge, and serves its first round. Before Start and while
 // closing it forwards the call directly (server requests are then refused).
 func bridgeStart[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, rt route, snap *snapshot) (R, error) {
-	bc, ok := g.openBridge(ctx, m.name, target(req), g.stateOwner(ctx, snap.access, req))
+	bc, ok := g.openBridge(ctx, m.name, target(req), g.stateOwner(ctx, snap.access, req), func(ctx context.Context) (mcp.Result, error) {
+		return roundTrip(ctx, g, m, req, rt, snap)
+	})
 	if !ok {
 		return roundTrip(ctx, g, m, req, rt, snap)
 	}
-	go g.runBridged(bc, func(ctx context.Context) (mcp.Result, error) {
-		return roundTrip(ctx, g, m, req, rt, snap)
-	})
 	g.exchange(ctx).bridgedRound(1, bc.start)
 	return bridgeRound(ctx, g, m, req, bc)
 }

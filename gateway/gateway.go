@@ -21,6 +21,7 @@ import (
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/lifecycle"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -90,7 +91,7 @@ type Gateway struct {
 	pool     pool                     // the upstreams, by name
 	routes   atomic.Pointer[routes]
 	views    atomic.Pointer[viewCache]
-	inflight atomic.Int64 // requests being handled, for draining
+	inflight lifecycle.Gauge // requests being handled, for draining
 	reloads  reloadLog
 
 	syncMu   sync.Mutex // serializes merge + registration
@@ -98,15 +99,18 @@ type Gateway struct {
 	problems map[string]bool // last reported merge problems, to log each once
 
 	changed chan struct{} // an upstream changed (buffered 1)
-	runCtx  context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the merge loop, replacements and drains
+	// life is the one owner of the gateway's run: running from Start to
+	// Close, its context is the one upstreams and background work run
+	// under, and every goroutine the gateway starts (the merge loop,
+	// replacements, drains, bridged calls, session watchers, the idle
+	// reaper, deliveries) runs through life.Go, so Close ends and waits
+	// for them all. Nothing new starts before Start or once Close has
+	// begun.
+	life *lifecycle.Group
 
-	// started is set when Start has returned, stopping when shutdown has
-	// begun (Serve's context ended, or Close); see Readiness.
-	started, stopping atomic.Bool
-	// unobserve stops the metric callbacks registered by Start.
-	unobserve []func()
+	// started is set when Start has returned, draining when Serve has begun
+	// shutting the HTTP front down; see Readiness.
+	started, draining atomic.Bool
 
 	// clients are the downstream HTTP sessions, by principal (clients.go).
 	clients clients
@@ -140,6 +144,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		registry: newRegistry(),
 		problems: map[string]bool{},
 		changed:  make(chan struct{}, 1),
+		life:     lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
@@ -215,28 +220,27 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 // Start connects every upstream in parallel and returns once each has
 // finished its first attempt (ready or failed), which the connect timeout
 // bounds. A failed upstream keeps retrying in the background; the others
-// serve meanwhile.
+// serve meanwhile. Only the first Start before Close does anything.
 func (g *Gateway) Start(ctx context.Context) {
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Under pool.mu: a reload cannot start upstreams before these have.
 	g.pool.mu.Lock()
-	g.runCtx, g.cancel = runCtx, cancel
-	g.bridge.serve(runCtx)
+	if !g.life.Start(ctx) {
+		g.pool.mu.Unlock()
+		return // started before, or closed
+	}
+	runCtx := g.life.Context()
 	ups := g.pool.serving()
 	for _, up := range ups {
 		up.Start(runCtx)
 	}
+	g.pool.mu.Unlock()
 	if m := g.obs.metrics; m != nil {
-		g.unobserve = append(g.unobserve, m.ObserveUpstreams(g.upstreamStates))
+		g.life.Defer(m.ObserveUpstreams(g.upstreamStates))
 		if g.obs.audit != nil {
-			g.unobserve = append(g.unobserve, m.ObserveAuditDropped(g.obs.audit.Dropped))
+			g.life.Defer(m.ObserveAuditDropped(g.obs.audit.Dropped))
 		}
 	}
-	g.pool.mu.Unlock()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		g.mergeLoop(runCtx)
-	}()
+	g.life.Go(g.mergeLoop)
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
 	g.started.Store(true)
@@ -252,49 +256,46 @@ func (g *Gateway) Start(ctx context.Context) {
 }
 
 // waitFirstAttempts returns when each of ups has finished its first connect
-// attempt, or after max, or when ctx is done.
+// attempt (upstream.Upstream.Attempted), or after max, or when ctx is done.
 func waitFirstAttempts(ctx context.Context, ups []*upstream.Upstream, max time.Duration) {
-	deadline := time.Now().Add(max)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		pending := 0
-		for _, up := range ups {
-			if s := up.Status(); s.State == upstream.StateConnecting && s.Restarts == 0 {
-				pending++
-			}
-		}
-		if pending == 0 {
+	deadline := time.NewTimer(max)
+	defer deadline.Stop()
+	for _, up := range ups {
+		select {
+		case <-up.Attempted():
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// Close stops every upstream (gracefully, in parallel), those being
-// replaced or drained included, and the merge loop, waiting at most until
-// ctx is done.
+// Close ends the gateway's run: nothing new starts, every goroutine of the
+// gateway ends (its downstream sessions are closed, bridged calls and
+// drains cut) and is waited for, then every upstream still running, those
+// being replaced or drained included, is stopped gracefully, in parallel,
+// waiting for them at most until ctx is done.
 func (g *Gateway) Close(ctx context.Context) error {
-	g.stopping.Store(true)
-	g.pool.mu.Lock()
-	cancel := g.cancel
-	all := g.pool.all()
-	g.pool.closed = true
-	g.bridge.serve(nil)
-	unobserve := g.unobserve
-	g.unobserve = nil
-	g.pool.mu.Unlock()
-	all = append(all, g.perClient.all()...)
+	started := g.life.Running()
 	defer func() {
 		if a := g.current().access.authn; a != nil {
 			a.Close()
 		}
 	}()
-	for _, stop := range unobserve {
-		stop()
-	}
-	if cancel == nil {
+	// Refuse new work, cancel the run context (upstream supervisors,
+	// bridged calls, drains and watchers end with it), wait for every
+	// goroutine of the gateway, then stop the metric callbacks.
+	g.life.Close()
+	if !started {
 		return nil
 	}
-	cancel()
+	// Whatever a reload or a per-client session added did so under
+	// pool.mu before life closed: it is in these lists now.
+	g.pool.mu.Lock()
+	all := g.pool.all()
+	g.pool.mu.Unlock()
+	all = append(all, g.perClient.all()...)
 	var errs []error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -310,7 +311,6 @@ func (g *Gateway) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	g.wg.Wait()
 	return errors.Join(errs...)
 }
 

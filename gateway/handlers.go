@@ -126,8 +126,8 @@ func forwardMeta(m mcp.Meta) mcp.Meta {
 // the servers the principal can see something of).
 func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		g.inflight.Add(1)
-		defer g.inflight.Add(-1)
+		g.inflight.Add()
+		defer g.inflight.Done()
 		if res, handled, err := g.list(ctx, req); handled {
 			return res, err
 		}

@@ -52,7 +52,7 @@ func (g *Gateway) Readiness() Readiness {
 		}
 	}
 	switch {
-	case g.stopping.Load():
+	case g.draining.Load() || g.life.Closed():
 		r.Status = ReadyStopping
 	case !g.started.Load():
 		r.Status = ReadyStarting

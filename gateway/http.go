@@ -207,7 +207,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
-	g.stopping.Store(true) // /readyz answers 503 while requests drain
+	g.draining.Store(true) // /readyz answers 503 while requests drain
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.current().cfg.Gateway.Timeouts.Drain)
 	defer cancel()
 	// Stop accepting, let the requests in flight finish within the drain
@@ -231,14 +231,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 
 // waitIdle returns when no request is being handled, or when ctx is done.
 func (g *Gateway) waitIdle(ctx context.Context) {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for g.inflight.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			g.log.Warn("drain timeout: requests still in flight are cut", zap.Int64("in_flight", g.inflight.Load()))
-			return
-		case <-t.C:
-		}
+	select {
+	case <-g.inflight.Zero():
+	case <-ctx.Done():
+		g.log.Warn("drain timeout: requests still in flight are cut", zap.Int64("in_flight", g.inflight.Load()))
 	}
 }

@@ -244,10 +244,11 @@ func (g *Gateway) sessionOpened(ss *mcp.ServerSession) {
 	}
 	start := time.Now()
 	m.SessionOpened(context.Background())
-	go func() {
-		_ = ss.Wait() // how it ended does not matter here
+	if !g.awaitSessionEnd(ss, func() { m.SessionClosed(context.Background(), time.Since(start)) }) {
+		// The gateway does not run (yet, or any more): nothing can wait
+		// for the end, so the session counts as closed now.
 		m.SessionClosed(context.Background(), time.Since(start))
-	}()
+	}
 }
 
 // upstreamCall is one upstream call in progress, for its client span and

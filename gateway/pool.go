@@ -14,8 +14,11 @@ import (
 )
 
 // pool holds the upstreams of the applied config, by server name. Reloads
-// change it under mu; merging and status read the published list, sorted by
-// name, with one atomic load.
+// change it under mu, which guards the pool's own fields and nothing else;
+// merging and status read the published list, sorted by name, with one
+// atomic load. Whether the gateway runs is Gateway.life's to say: code that
+// adds an upstream checks it under mu, so that Close, which takes mu after
+// life has closed, finds every upstream started.
 //
 // A server whose spec changes is replaced make-before-break: the new
 // upstream connects beside the old one, which keeps serving until the new
@@ -27,9 +30,7 @@ type pool struct {
 	members map[string]*member
 	// draining are upstreams taken out of service, until they have stopped.
 	draining map[*upstream.Upstream]bool
-	// closed is set by Gateway.Close: nothing new starts after it.
-	closed bool
-	list   atomic.Pointer[[]*upstream.Upstream]
+	list     atomic.Pointer[[]*upstream.Upstream]
 }
 
 // member is one configured server.
@@ -161,7 +162,7 @@ func (g *Gateway) updatePool(cfg *config.Config) poolChanges {
 				g.drain(m.next)
 			}
 			m.next, m.nextSpec = g.newUpstream(servers[name], &cfg.Gateway), sp
-			m.next.Start(g.runCtx)
+			m.next.Start(g.life.Context())
 			g.promoteWhenReady(name, m.next)
 			ch.Restarted = append(ch.Restarted, name)
 		}
@@ -171,7 +172,7 @@ func (g *Gateway) updatePool(cfg *config.Config) poolChanges {
 			continue
 		}
 		up := g.newUpstream(servers[name], &cfg.Gateway)
-		up.Start(g.runCtx)
+		up.Start(g.life.Context())
 		p.members[name] = &member{spec: sp, up: up}
 		ch.Added = append(ch.Added, name)
 	}
@@ -185,16 +186,15 @@ func (g *Gateway) updatePool(cfg *config.Config) poolChanges {
 // promoteWhenReady puts next in service in place of the member's current
 // upstream once next has finished its first connect attempt, unless a
 // later reload replaced or removed it meanwhile (and drains it). Called
-// with g.pool.mu held.
+// with g.pool.mu held, while the gateway runs (else Close stops next with
+// the pool's others).
 func (g *Gateway) promoteWhenReady(name string, next *upstream.Upstream) {
 	wait := g.current().cfg.Gateway.Timeouts.Connect + time.Second
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		waitFirstAttempts(g.runCtx, []*upstream.Upstream{next}, wait)
+	g.life.Go(func(ctx context.Context) {
+		waitFirstAttempts(ctx, []*upstream.Upstream{next}, wait)
 		g.pool.mu.Lock()
 		m := g.pool.members[name]
-		if g.pool.closed || m == nil || m.next != next {
+		if ctx.Err() != nil || m == nil || m.next != next {
 			g.pool.mu.Unlock()
 			return
 		}
@@ -205,14 +205,14 @@ func (g *Gateway) promoteWhenReady(name string, next *upstream.Upstream) {
 		g.pool.mu.Unlock()
 		// New routes first, so that no new call picks the old upstream.
 		g.merge()
-		g.moveSubscriptions(g.runCtx, old, next)
-		g.moveClientSubscriptions(g.runCtx, old, next)
+		g.moveSubscriptions(ctx, old, next)
+		g.moveClientSubscriptions(ctx, old, next)
 		g.pool.mu.Lock()
 		g.drain(old)
 		g.pool.mu.Unlock()
 		s := next.Status()
 		g.log.Info("upstream replaced", zap.String(keyServer, name), zap.String(keyState, string(s.State)), zap.Int(keyPID, s.PID))
-	}()
+	})
 }
 
 // markDraining counts up among the draining upstreams. Called with mu held.
@@ -223,8 +223,11 @@ func (p *pool) markDraining(up *upstream.Upstream) {
 	p.draining[up] = true
 }
 
-// drainPoll is how often a draining upstream's calls are counted.
-const drainPoll = 10 * time.Millisecond
+// drainGrace is how long a drain lets pass before it first looks at the
+// calls in flight: a call that looked its route up just before the swap
+// reaches the upstream (and counts in its InFlight) within it. A single
+// timer, not a poll: after it the drain waits for Upstream.Idle.
+const drainGrace = 10 * time.Millisecond
 
 // drain takes up out of service: it waits until up has no call in flight,
 // at most gateway.timeouts.drain, then stops it. Called with g.pool.mu held,
@@ -236,37 +239,13 @@ func (g *Gateway) drain(up *upstream.Upstream) {
 		g.drain(d.up)
 	}
 	g.pool.markDraining(up)
-	if g.pool.closed {
-		return // Close stops it with the others
-	}
 	timeout := g.current().cfg.Gateway.Timeouts.Drain
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		deadline := time.NewTimer(timeout)
-		defer deadline.Stop()
-		tick := time.NewTicker(drainPoll)
-		defer tick.Stop()
-		// A call that looked its route up just before the swap reaches the
-		// upstream within a tick; count from then.
-	wait:
-		for {
-			select {
-			case <-g.runCtx.Done():
-				break wait
-			case <-deadline.C:
-				g.log.Warn("drain timeout: calls still in flight on a replaced upstream are cut",
-					zap.String(keyServer, up.Name()), zap.Int("in_flight", up.InFlight()))
-				break wait
-			case <-tick.C:
-				if up.InFlight() == 0 {
-					break wait
-				}
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// Refused once Close has begun: Close stops up with the others.
+	g.life.Go(func(ctx context.Context) {
+		g.awaitDrained(ctx, up, timeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
-		if err := up.Close(ctx); err != nil {
+		if err := up.Close(sctx); err != nil {
 			g.log.Warn("stopping a drained upstream", zap.String(keyServer, up.Name()), zap.Error(err))
 		}
 		g.flights.forget(up)
@@ -274,5 +253,29 @@ func (g *Gateway) drain(up *upstream.Upstream) {
 		g.pool.mu.Lock()
 		delete(g.pool.draining, up)
 		g.pool.mu.Unlock()
-	}()
+	})
+}
+
+// awaitDrained returns once up has no call in flight (after drainGrace),
+// when timeout has passed since the drain began, or when ctx is done.
+func (g *Gateway) awaitDrained(ctx context.Context, up *upstream.Upstream, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	grace := time.NewTimer(min(drainGrace, timeout))
+	defer grace.Stop()
+	idle := (<-chan struct{})(nil) // looked at once the grace has passed
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			g.log.Warn("drain timeout: calls still in flight on a replaced upstream are cut",
+				zap.String(keyServer, up.Name()), zap.Int("in_flight", up.InFlight()))
+			return
+		case <-grace.C:
+			idle = up.Idle()
+		case <-idle:
+			return
+		}
+	}
 }

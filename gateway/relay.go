@@ -347,7 +347,7 @@ func (r relay) resolve(from *upstream.Upstream, method string) (*origin, error) 
 	if d := r.g.perClient.dedicatedOf(from); d != nil && d.owner.ss != nil {
 		// A background context: the SDK sends it on the session's own
 		// stream (stdio, or the GET stream of streamable HTTP).
-		return &origin{up: from, ss: d.owner.ss, ctx: r.g.runCtx, caps: d.caps, version: d.version}, nil
+		return &origin{up: from, ss: d.owner.ss, ctx: r.g.life.Context(), caps: d.caps, version: d.version}, nil
 	}
 	return nil, err
 }
@@ -489,7 +489,7 @@ func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
 		return
 	}
 	// Bounded: this runs in the upstream's read loop.
-	ctx, cancel := context.WithTimeout(r.g.runCtx, notifyTimeout)
+	ctx, cancel := context.WithTimeout(r.g.life.Context(), notifyTimeout)
 	defer cancel()
 	r.g.flights.levels.Range(func(k, v any) bool {
 		if pr, _ := v.(sessionLevel).who.principal(r.g.current().access); r.g.sees(pr, from.Name()) {

@@ -152,7 +152,7 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	}
 
 	g.pool.mu.Lock()
-	if g.pool.closed || g.runCtx == nil {
+	if !g.life.Running() {
 		g.pool.mu.Unlock()
 		if authChanged && an != nil {
 			an.Close()

@@ -244,7 +244,7 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 	// takes base out of service, or Close, cannot miss the new session.
 	g.pool.mu.Lock()
 	defer g.pool.mu.Unlock()
-	if g.pool.closed || g.runCtx == nil {
+	if !g.life.Running() {
 		return nil, false, fmt.Errorf("upstream %q: %w", base.Name(), upstream.ErrClosed)
 	}
 	if m := g.pool.members[base.Name()]; m == nil || m.up != base {
@@ -267,16 +267,11 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 	d.up = upstream.New(base.Config(), opts)
 	p.byUp.Store(d.up, d)
 	p.byKey.Store(dedicatedKey{o, base}, d)
-	d.up.Start(g.runCtx)
+	d.up.Start(g.life.Context())
 	if o.ss != nil {
 		g.watchSessionLocked(o.ss)
 	} else if !p.reaping {
-		p.reaping = true
-		g.wg.Add(1) // under g.pool.mu: Close has not begun waiting
-		go func() {
-			defer g.wg.Done()
-			g.reapIdle(g.runCtx)
-		}()
+		p.reaping = g.life.Go(g.reapIdle)
 	}
 	g.log.Debug("per-client upstream session opened", zap.String(keyServer, base.Name()))
 	return d, true, nil
@@ -298,8 +293,10 @@ func (d *dedicated) waitReady(ctx context.Context) (*dedicated, error) {
 
 // watchSession releases what a downstream session holds when it ends: its
 // dedicated upstream sessions, resource subscriptions, log level and its
-// entry of requests in flight. The
-// SDK has no hook for it; the goroutine ends with the session.
+// entry of requests in flight. The SDK has no hook for it: a goroutine of
+// the gateway waits for the end (awaitSessionEnd); before Start and once
+// Close has begun there is none, and a later request of the session tries
+// again.
 func (g *Gateway) watchSession(ss *mcp.ServerSession) {
 	g.perClient.mu.Lock()
 	defer g.perClient.mu.Unlock()
@@ -315,16 +312,21 @@ func (g *Gateway) watchSessionLocked(ss *mcp.ServerSession) {
 	if p.watched[ss] {
 		return
 	}
-	p.watched[ss] = true
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				g.log.Error("panic releasing an ended session", zap.Any(keyError, p), zap.Stack(keyStack))
-			}
-		}()
-		_ = ss.Wait()
-		g.sessionEnded(ss)
-	}()
+	if g.awaitSessionEnd(ss, func() { g.sessionEnded(ss) }) {
+		p.watched[ss] = true
+	}
+}
+
+// awaitSessionEnd runs f in a goroutine of the gateway once ss has ended,
+// and reports true; Close ends ss, so that the goroutine ends too. It
+// reports false, and f never runs, while the gateway does not run.
+func (g *Gateway) awaitSessionEnd(ss *mcp.ServerSession, f func()) bool {
+	return g.life.Go(func(ctx context.Context) {
+		stop := context.AfterFunc(ctx, func() { _ = ss.Close() })
+		defer stop()
+		_ = ss.Wait() // how it ended does not matter here
+		f()
+	})
 }
 
 // sessionEnded releases what ss held.

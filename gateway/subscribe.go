@@ -211,14 +211,15 @@ func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNo
 		meta[onlyForKey] = d.owner.ss
 		fwd.Meta = meta
 	}
-	// Asynchronous: this runs in the upstream's read loop.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Asynchronous: this runs in the upstream's read loop. Once Close has
+	// begun there are no sessions left to deliver to.
+	r.g.life.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := r.g.server.ResourceUpdated(ctx, fwd); err != nil {
 			r.g.log.Debug("resources/updated not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
 		}
-	}()
+	})
 }
 
 // onlyForKey marks, in the _meta of a resources/updated the gateway hands

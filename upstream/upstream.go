@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/lifecycle"
 	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -148,6 +149,9 @@ type Upstream struct {
 	log         *zap.Logger
 	callTimeout time.Duration
 	slots       chan struct{} // concurrency limit
+	// inflight counts the calls holding a slot, so that a drain waits on
+	// Idle rather than polling InFlight.
+	inflight lifecycle.Gauge
 
 	catalog atomic.Pointer[Catalog]
 	refresh chan struct{} // list_changed seen (buffered 1)
@@ -278,14 +282,22 @@ func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	select {
 	case u.slots <- struct{}{}:
+		u.inflight.Add()
 		return cs, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
 	}
 }
 
-func (u *Upstream) release() { <-u.slots }
+func (u *Upstream) release() {
+	u.inflight.Done()
+	<-u.slots
+}
 
-// InFlight returns the number of calls the Upstream is handling now; a
-// gateway draining a replaced Upstream waits for it to reach 0.
-func (u *Upstream) InFlight() int { return len(u.slots) }
+// InFlight returns the number of calls the Upstream is handling now.
+func (u *Upstream) InFlight() int { return int(u.inflight.Load()) }
+
+// Idle returns a channel closed once the Upstream has no call in flight:
+// at once when it has none now, else when the last one ends. A gateway
+// draining a replaced Upstream waits on it.
+func (u *Upstream) Idle() <-chan struct{} { return u.inflight.Zero() }
