@@ -202,9 +202,9 @@ func TestUpstreamCodesPassThrough(t *testing.T) {
 	})
 	h := newHarness(t, upstreamSpec{name: "f", server: srv})
 	clients := map[string]*mcp.ClientSession{
-		"2024-11-05":   h.connectVersion(t, "2024-11-05"),
-		"2025-11-25":   h.connectVersion(t, "2025-11-25"),
-		modernProtocol: newTestClient(t, h, "modern", clientOptions{}).cs,
+		"2024-11-05":          h.connectVersion(t, "2024-11-05"),
+		"2025-11-25":          h.connectVersion(t, "2025-11-25"),
+		mcpx.StatelessVersion: newTestClient(t, h, "modern", clientOptions{}).cs,
 	}
 	for version, cs := range clients {
 		for _, want := range []*jsonrpc.Error{

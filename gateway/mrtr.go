@@ -173,9 +173,9 @@ func mediate[Q mcp.Request, R mcp.Result](ctx context.Context, g *Gateway, m *mr
 	switch {
 	case isBridgeState(state):
 		res, err = bridgeResume(ctx, g, m, req)
-	case version >= modernProtocol && upVersion < modernProtocol:
+	case mcpx.Stateless(version) && !mcpx.Stateless(upVersion):
 		res, err = bridgeStart(ctx, g, m, req, rt)
-	case version < modernProtocol && upVersion >= modernProtocol:
+	case !mcpx.Stateless(version) && mcpx.Stateless(upVersion):
 		res, err = fulfilRounds(ctx, g, m, req, rt, ss)
 	default:
 		res, err = m.forward(g, ctx, req, rt)

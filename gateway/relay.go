@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -162,7 +163,7 @@ func (f *flights) withLogLevel(up *upstream.Upstream, req mcp.Request, ss *mcp.S
 	if level == nil {
 		return meta, false
 	}
-	if cat := up.Catalog(); cat == nil || cat.ProtocolVersion < modernProtocol {
+	if cat := up.Catalog(); cat == nil || !mcpx.Stateless(cat.ProtocolVersion) {
 		return meta, true
 	}
 	m := make(mcp.Meta, len(meta)+1)
@@ -306,7 +307,7 @@ func (g *Gateway) applyLogLevel(ctx context.Context, ss *mcp.ServerSession, up *
 // is not at that level already.
 func (g *Gateway) setUpstreamLevel(ctx context.Context, up *upstream.Upstream, level mcp.LoggingLevel) {
 	cat := up.Catalog()
-	if level == "" || cat == nil || cat.ProtocolVersion >= modernProtocol || cat.Capabilities == nil || cat.Capabilities.Logging == nil {
+	if level == "" || cat == nil || mcpx.Stateless(cat.ProtocolVersion) || cat.Capabilities == nil || cat.Capabilities.Logging == nil {
 		return
 	}
 	if prev, ok := g.flights.upLevels.Load(up); ok && prev == level {
@@ -365,7 +366,7 @@ func (r relay) target(from *upstream.Upstream, method string, capable func(*mcp.
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf(
 			"manifold: the client of this call does not support %s", method)}
 	}
-	if version >= modernProtocol {
+	if mcpx.Stateless(version) {
 		// A 2026-07-28 session cannot receive server requests: only a call
 		// the bridge runs can ask, with input_required (bridge.go).
 		if err := r.bridgeable(from, o, method, version); err != nil {

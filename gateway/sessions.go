@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -178,7 +179,7 @@ func (g *Gateway) dedicatedFor(ctx context.Context, req mcp.Request, base *upstr
 	}
 	var o owner
 	ss, _ := req.GetSession().(*mcp.ServerSession)
-	if version >= modernProtocol || ss == nil {
+	if mcpx.Stateless(version) || ss == nil {
 		pr, ok := principal(ctx, g.current().access, req)
 		if !ok {
 			return nil, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: no principal for a per-client upstream session"}

@@ -1,6 +1,7 @@
 // Package mcpx holds small helpers around the go-sdk shared by the gateway's
-// server side and the upstream client side: panic recovery middleware and
-// JSON-RPC error helpers. It has no state.
+// server side and the upstream client side: panic recovery middleware,
+// JSON-RPC error helpers and the protocol version split (Stateless). It has
+// no state.
 package mcpx
 
 import (
