@@ -18,7 +18,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Relaying what upstreams send toward clients (DESIGN.md decision 3).
+// Relaying what upstreams send toward clients (docs/architecture.md, Relay;
+// Decisions: exact routing of server→client requests).
 //
 // Nothing on the wire ties an upstream's sampling, elicitation or roots
 // request to the call that caused it, so the gateway records every call it

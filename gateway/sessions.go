@@ -15,7 +15,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Per-client upstream sessions (DESIGN.md decision 3, `session: per-client`).
+// Per-client upstream sessions (`session: per-client`; docs/architecture.md,
+// Sessions: upstream sessions; Decisions: exact routing of server→client requests).
 //
 // A per-client server has one upstream in the pool, connected with the
 // gateway's relay capabilities, which supplies its catalog (tools, prompts,

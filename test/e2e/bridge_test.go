@@ -103,7 +103,8 @@ func newBridgeClient(t *testing.T, g *gatewayProc, version string) *bridgeClient
 	t.Cleanup(func() { cs.Close() })
 	bc.cs = cs
 	// The go-sdk client falls back to 2025-11-25 silently when a server
-	// refuses 2026-07-28 (DESIGN.md pitfalls): the version must be asserted.
+	// refuses 2026-07-28 (docs/architecture.md, The request path): the version
+	// must be asserted.
 	if got := cs.InitializeResult().ProtocolVersion; got != version {
 		t.Fatalf("negotiated %q, want %q", got, version)
 	}
