@@ -176,12 +176,18 @@ func bridgedOf(o *origin) *bridgedCall {
 	return bc
 }
 
-// serve sets the context bridged calls run under: Start's run context, or
-// nil once Close has begun, after which no bridged call starts (and none
-// is added to g.wg while Close waits for it).
+// serve sets the context bridged calls run under: Start's run context.
 func (b *bridge) serve(runCtx context.Context) {
 	b.life.Lock()
 	b.runCtx = runCtx
+	b.life.Unlock()
+}
+
+// shut clears the run context once Close has begun, after which no bridged
+// call starts (and none is added to g.wg while Close waits for it).
+func (b *bridge) shut() {
+	b.life.Lock()
+	b.runCtx = nil
 	b.life.Unlock()
 }
 

@@ -123,13 +123,13 @@ func (p *perClient) countByBase() map[*upstream.Upstream]int {
 func relayCapabilities(s config.Server) *mcp.ClientCapabilities {
 	caps := &mcp.ClientCapabilities{}
 	if s.Relays(config.RelaySampling) {
-		caps.Sampling = &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}}
+		mcpx.SetSampling(caps, &mcpx.SamplingCapabilities{Tools: &mcpx.SamplingToolsCapabilities{}})
 	}
 	if s.Relays(config.RelayElicitation) {
 		caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
 	}
 	if s.Relays(config.RelayRoots) {
-		caps.RootsV2 = &mcp.RootCapabilities{}
+		mcpx.SetRootsV2(caps, &mcpx.RootCapabilities{})
 	}
 	return caps
 }
@@ -143,14 +143,14 @@ func clientRelayCapabilities(caps *mcp.ClientCapabilities) *mcp.ClientCapabiliti
 	if caps == nil {
 		return out
 	}
-	out.Sampling = caps.Sampling
+	mcpx.SetSampling(out, mcpx.Sampling(caps))
 	out.Elicitation = caps.Elicitation
 	switch {
-	case caps.RootsV2 != nil:
-		r := *caps.RootsV2
-		out.RootsV2 = &r
-	case caps.Roots.ListChanged:
-		out.RootsV2 = &mcp.RootCapabilities{ListChanged: true}
+	case mcpx.RootsV2(caps) != nil:
+		r := *mcpx.RootsV2(caps)
+		mcpx.SetRootsV2(out, &r)
+	case mcpx.RootsListChanged(caps):
+		mcpx.SetRootsV2(out, &mcpx.RootCapabilities{ListChanged: true})
 	}
 	return out
 }
