@@ -14,6 +14,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -167,7 +168,7 @@ func TestPolicyPerPrincipalViews(t *testing.T) {
 			}
 			// Resource not found is -32002 before 2026-07-28, -32602 since.
 			wantNotFound := int64(codeLegacyResourceNotFound)
-			if version >= modernProtocol {
+			if mcpx.Stateless(version) {
 				wantNotFound = jsonrpc.CodeInvalidParams
 			}
 			if _, err := bob.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://alpha/demo://alpha/logo"}); rpcCode(err) != wantNotFound {

@@ -125,7 +125,7 @@ func BenchmarkObserveRequest(b *testing.B) {
 			g.snap.Store(newSnapshot(cfg, nil))
 			h := g.observe(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
 				g.exchange(ctx).routed(rt)
-				g.allowedBy(ctx, g.current().access, req, policy.Tool, "alpha__echo", "alpha")
+				g.decide(ctx, g.current().access, nil, false, policy.Tool, "alpha__echo", "alpha")
 				ctx, _, call := g.beginCall(ctx, "tools/call", rt, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{}}, nil)
 				g.endCall(ctx, &call, nil, false)
 				return result, nil

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// The bridge between 2026-07-28 clients and older upstreams (DESIGN.md
-// decision 4).
+// The bridge between 2026-07-28 clients and older upstreams (docs/architecture.md,
+// The MRTR bridge; Decisions: bridging newest clients to older servers).
 //
 // A 2026-07-28 client cannot receive server requests: it gets
 // input_required results and retries with inputResponses (multi
@@ -44,7 +44,8 @@ import (
 // elicitation the client declined or cancelled reaches the upstream as
 // such.
 //
-// Exactness (DESIGN.md decision 3): a server request names no call, so it
+// Exactness (docs/architecture.md, Decisions: exact routing of server→client
+// requests): a server request names no call, so it
 // is parked only when its bridged call is the one call in flight on the
 // upstream session; otherwise the upstream gets codeUnroutable, as for any
 // request the gateway cannot route. (A per-client upstream session has only its

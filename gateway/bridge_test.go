@@ -1,5 +1,7 @@
 package gateway
 
+//lint:file-ignore SA1019 this test drives the sampling, roots and logging features that the gateway relays for protocol versions before 2026-07-28
+
 import (
 	"context"
 	"encoding/json"
@@ -14,6 +16,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
@@ -274,7 +277,7 @@ func newTestClient(t *testing.T, h *harness, nonce string, o clientOptions) *tes
 		}
 	})
 	tc.cs = connectClient(t, h, c, o.version)
-	want := cmpOr(o.version, modernProtocol)
+	want := cmpOr(o.version, mcpx.StatelessVersion)
 	if got := tc.cs.InitializeResult().ProtocolVersion; got != want {
 		t.Fatalf("client negotiated %q, want %q", got, want)
 	}
@@ -324,7 +327,7 @@ func newBridgeHarness(t *testing.T, opts *Options, ended chan<- string) *harness
 	h := newHarnessOpts(t, opts, func(c *config.Config) { c.Gateway.Timeouts.Call = 10 * time.Second },
 		upstreamSpec{name: "b", server: legacyServer(ended)}, upstreamSpec{name: "m", server: modernServer()})
 	for _, name := range []string{"b", "m"} {
-		want := map[string]string{"b": "2025-11-25", "m": modernProtocol}[name]
+		want := map[string]string{"b": "2025-11-25", "m": mcpx.StatelessVersion}[name]
 		if got := upstreamVersion(h.gw.pool.members[name].up); got != want {
 			t.Fatalf("upstream %s negotiated %q, want %q", name, got, want)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,13 +48,13 @@ func checkAnswer(p mcp.InputRequest, a mcp.InputResponse) error {
 	switch p.(type) {
 	case *mcp.ElicitParams:
 		_, ok = a.(*mcp.ElicitResult)
-	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
+	case *mcpx.CreateMessageParams, *mcpx.CreateMessageWithToolsParams:
 		switch a.(type) {
-		case *mcp.CreateMessageWithToolsResult, *mcp.CreateMessageResult:
+		case *mcpx.CreateMessageWithToolsResult, *mcpx.CreateMessageResult:
 			ok = true
 		}
-	case *mcp.ListRootsParams:
-		_, ok = a.(*mcp.ListRootsResult)
+	case *mcpx.ListRootsParams:
+		_, ok = a.(*mcpx.ListRootsResult)
 	}
 	if !ok {
 		return fmt.Errorf("a %s does not answer %s", responseKind(a), inputMethod(p))
@@ -66,25 +67,25 @@ func responseKind(a mcp.InputResponse) string {
 	switch a.(type) {
 	case *mcp.ElicitResult:
 		return "elicitation result"
-	case *mcp.CreateMessageWithToolsResult, *mcp.CreateMessageResult:
+	case *mcpx.CreateMessageWithToolsResult, *mcpx.CreateMessageResult:
 		return "sampling result"
-	case *mcp.ListRootsResult:
+	case *mcpx.ListRootsResult:
 		return "roots list"
 	}
 	return fmt.Sprintf("%T", a)
 }
 
 // createMessage parks a sampling request of the upstream on bc.
-func (bc *bridgedCall) createMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+func (bc *bridgedCall) createMessage(ctx context.Context, p *mcpx.CreateMessageWithToolsParams) (*mcpx.CreateMessageWithToolsResult, error) {
 	a, err := bc.park(ctx, p, "sampling")
 	if err != nil {
 		return nil, err
 	}
 	switch r := a.(type) {
-	case *mcp.CreateMessageWithToolsResult:
+	case *mcpx.CreateMessageWithToolsResult:
 		return r, nil
-	case *mcp.CreateMessageResult:
-		return &mcp.CreateMessageWithToolsResult{Meta: r.Meta, Content: []mcp.Content{r.Content},
+	case *mcpx.CreateMessageResult:
+		return &mcpx.CreateMessageWithToolsResult{Meta: r.Meta, Content: []mcp.Content{r.Content},
 			Model: r.Model, Role: r.Role, StopReason: r.StopReason}, nil
 	}
 	return nil, errInternal // checkAnswer let nothing else through
@@ -103,12 +104,12 @@ func (bc *bridgedCall) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.El
 }
 
 // listRoots parks a roots request of the upstream on bc.
-func (bc *bridgedCall) listRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+func (bc *bridgedCall) listRoots(ctx context.Context, p *mcpx.ListRootsParams) (*mcpx.ListRootsResult, error) {
 	a, err := bc.park(ctx, p, "roots")
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := a.(*mcp.ListRootsResult); ok {
+	if r, ok := a.(*mcpx.ListRootsResult); ok {
 		return r, nil
 	}
 	return nil, errInternal

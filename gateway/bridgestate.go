@@ -29,7 +29,7 @@ import (
 // only on a retry of the same request by the same principal authenticated
 // the same way, so a state that was tampered with, or made for another
 // call, principal or credential, fails alike. States do not survive a restart, and neither do
-// the calls they name (DESIGN.md decision 7).
+// the calls they name (docs/architecture.md, Decisions: replicas without affinity).
 //
 // The prefix tells the gateway's states from an upstream's, which pass
 // through untouched: a 2026-07-28 upstream would have to mint a state

@@ -29,7 +29,7 @@ const urlElicitationVersion = "2025-11-25"
 // knowsURLElicitation reports whether a client on version knows -32042 and
 // notifications/elicitation/complete.
 func knowsURLElicitation(version string) bool {
-	return version >= urlElicitationVersion && version < modernProtocol
+	return version >= urlElicitationVersion && !mcpx.Stateless(version)
 }
 
 // translateError returns err, the error of a call to up, as the client of

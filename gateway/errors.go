@@ -79,7 +79,7 @@ func resourceNotFound(req mcp.Request, uri string) error {
 	answer.Data, _ = json.Marshal(struct {
 		URI string `json:"uri"`
 	}{uri})
-	if cr, ok := req.(callerRequest); ok && cr.ProtocolVersion() < modernProtocol {
+	if cr, ok := req.(callerRequest); ok && !mcpx.Stateless(cr.ProtocolVersion()) {
 		answer.Code = codeLegacyResourceNotFound
 	}
 	return &answer

@@ -1,5 +1,7 @@
 package gateway
 
+//lint:file-ignore SA1019 this test drives the sampling, roots and logging features that the gateway relays for protocol versions before 2026-07-28
+
 import (
 	"context"
 	"encoding/json"
@@ -202,9 +204,9 @@ func TestUpstreamCodesPassThrough(t *testing.T) {
 	})
 	h := newHarness(t, upstreamSpec{name: "f", server: srv})
 	clients := map[string]*mcp.ClientSession{
-		"2024-11-05":   h.connectVersion(t, "2024-11-05"),
-		"2025-11-25":   h.connectVersion(t, "2025-11-25"),
-		modernProtocol: newTestClient(t, h, "modern", clientOptions{}).cs,
+		"2024-11-05":          h.connectVersion(t, "2024-11-05"),
+		"2025-11-25":          h.connectVersion(t, "2025-11-25"),
+		mcpx.StatelessVersion: newTestClient(t, h, "modern", clientOptions{}).cs,
 	}
 	for version, cs := range clients {
 		for _, want := range []*jsonrpc.Error{

@@ -152,17 +152,18 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
 		Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
 		Completions: &mcp.CompletionCapabilities{},
-		Logging:     &mcp.LoggingCapabilities{},
 	}
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, &mcp.ServerOptions{
+	mcpx.SetLogging(g.capabilities, &mcpx.LoggingCapabilities{})
+	serverOpts := &mcp.ServerOptions{
 		Capabilities:       g.capabilities,
 		CompletionHandler:  g.complete,
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
-		// Announced to the client's per-client upstream sessions.
-		RootsListChangedHandler: g.rootsChanged,
-		KeepAlive:               0,
-	})
+		KeepAlive:          0,
+	}
+	// Announced to the client's per-client upstream sessions.
+	mcpx.SetRootsListChangedHandler(serverOpts, g.rootsChanged)
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, serverOpts)
 	// Outermost first: recover, then cancellation by session deletion, then
 	// the session's last use (clients.go), then spans, metrics and audit,
 	// then the gateway's own interception.

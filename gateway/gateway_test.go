@@ -382,8 +382,8 @@ func TestResourcesPromptsCompletion(t *testing.T) {
 			t.Errorf("read %s = %+v", tc.uri, rr.Contents[0])
 		}
 	}
-	if _, err := h.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://nope/x://y"}); rpcCode(err) != mcp.CodeResourceNotFound {
-		t.Errorf("unknown resource: err = %v, want code %d", err, mcp.CodeResourceNotFound)
+	if _, err := h.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: "manifold://nope/x://y"}); rpcCode(err) != jsonrpc.CodeInvalidParams {
+		t.Errorf("unknown resource: err = %v, want code %d", err, jsonrpc.CodeInvalidParams)
 	}
 
 	pr, err := h.client.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__greet", Arguments: map[string]string{"person": "Ada"}})

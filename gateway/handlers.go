@@ -155,7 +155,7 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		case "logging/setLevel":
 			res, err := next(ctx, method, req)
-			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && p != nil && err == nil {
+			if p, ok := req.GetParams().(*mcpx.SetLoggingLevelParams); ok && p != nil && err == nil {
 				if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 					g.setLogLevel(ctx, ss, callerOf(ctx, req), p.Level)
 				}

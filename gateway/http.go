@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
@@ -17,10 +18,6 @@ import (
 // readHeaderTimeout bounds reading a request's headers on the main
 // listener.
 const readHeaderTimeout = 10 * time.Second
-
-// modernProtocol is the first protocol version served statelessly. The
-// SDK's stateful handler rejects it, so /mcp routes per request.
-const modernProtocol = "2026-07-28"
 
 // Handler returns the gateway's HTTP handler:
 //
@@ -62,7 +59,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(prmPath, g.protectedResource)
 	mux.HandleFunc(prmPath+"/", g.protectedResource)
 	mux.Handle("/mcp", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernProtocol {
+		if mcpx.Stateless(r.Header.Get("Mcp-Protocol-Version")) {
 			stateless.ServeHTTP(w, r)
 			return
 		}

@@ -51,9 +51,9 @@ func forward[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *
 	switch {
 	case isBridgeState(state):
 		res, err = bridgeResume(ctx, g, m, req, snap)
-	case version >= modernProtocol && upVersion < modernProtocol:
+	case mcpx.Stateless(version) && !mcpx.Stateless(upVersion):
 		res, err = bridgeStart(ctx, g, m, req, rt, snap)
-	case version < modernProtocol && upVersion >= modernProtocol:
+	case !mcpx.Stateless(version) && mcpx.Stateless(upVersion):
 		res, err = fulfilRounds(ctx, g, m, req, rt, snap, ss)
 	default:
 		res, err = roundTrip(ctx, g, m, req, rt, snap)
@@ -154,12 +154,12 @@ func askClient(ctx context.Context, ss *mcp.ServerSession, ir mcp.InputRequest) 
 	switch p := ir.(type) {
 	case *mcp.ElicitParams:
 		return answer(ss.Elicit(ctx, p))
-	case *mcp.CreateMessageWithToolsParams:
-		return answer(ss.CreateMessageWithTools(ctx, p))
-	case *mcp.CreateMessageParams:
-		return answer(ss.CreateMessageWithTools(ctx, withTools(p)))
-	case *mcp.ListRootsParams:
-		return answer(ss.ListRoots(ctx, p))
+	case *mcpx.CreateMessageWithToolsParams:
+		return answer(mcpx.CreateMessageWithTools(ctx, ss, p))
+	case *mcpx.CreateMessageParams:
+		return answer(mcpx.CreateMessageWithTools(ctx, ss, withTools(p)))
+	case *mcpx.ListRootsParams:
+		return answer(mcpx.ListRoots(ctx, ss, p))
 	}
 	return nil, fmt.Errorf("unknown input request %T", ir)
 }
@@ -182,12 +182,12 @@ func clientError(ir mcp.InputRequest, err error) error {
 }
 
 // withTools is p in the form the SDK's ServerSession sends.
-func withTools(p *mcp.CreateMessageParams) *mcp.CreateMessageWithToolsParams {
-	msgs := make([]*mcp.SamplingMessageV2, 0, len(p.Messages))
+func withTools(p *mcpx.CreateMessageParams) *mcpx.CreateMessageWithToolsParams {
+	msgs := make([]*mcpx.SamplingMessageV2, 0, len(p.Messages))
 	for _, m := range p.Messages {
-		msgs = append(msgs, &mcp.SamplingMessageV2{Content: []mcp.Content{m.Content}, Role: m.Role})
+		msgs = append(msgs, &mcpx.SamplingMessageV2{Content: []mcp.Content{m.Content}, Role: m.Role})
 	}
-	return &mcp.CreateMessageWithToolsParams{
+	return &mcpx.CreateMessageWithToolsParams{
 		Meta: p.Meta, IncludeContext: p.IncludeContext, MaxTokens: p.MaxTokens, Messages: msgs,
 		Metadata: p.Metadata, ModelPreferences: p.ModelPreferences, StopSequences: p.StopSequences,
 		SystemPrompt: p.SystemPrompt, Temperature: p.Temperature,
@@ -199,9 +199,9 @@ func inputMethod(ir mcp.InputRequest) string {
 	switch ir.(type) {
 	case *mcp.ElicitParams:
 		return "elicitation/create"
-	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
+	case *mcpx.CreateMessageParams, *mcpx.CreateMessageWithToolsParams:
 		return "sampling/createMessage"
-	case *mcp.ListRootsParams:
+	case *mcpx.ListRootsParams:
 		return "roots/list"
 	}
 	return fmt.Sprintf("%T", ir)
@@ -219,12 +219,12 @@ func inputCapable(c *mcp.ClientCapabilities, ir mcp.InputRequest) bool {
 			return false
 		}
 		return !(p.Mode == "url" || p.Mode == "" && p.URL != "") || c.Elicitation.URL != nil
-	case *mcp.CreateMessageWithToolsParams:
-		return c.Sampling != nil && (len(p.Tools) == 0 || c.Sampling.Tools != nil)
-	case *mcp.CreateMessageParams:
-		return c.Sampling != nil
-	case *mcp.ListRootsParams:
-		return c.RootsV2 != nil || c.Roots.ListChanged
+	case *mcpx.CreateMessageWithToolsParams:
+		return mcpx.Sampling(c) != nil && (len(p.Tools) == 0 || mcpx.Sampling(c).Tools != nil)
+	case *mcpx.CreateMessageParams:
+		return mcpx.Sampling(c) != nil
+	case *mcpx.ListRootsParams:
+		return mcpx.RootsV2(c) != nil || mcpx.RootsListChanged(c)
 	}
 	return false
 }

@@ -210,7 +210,7 @@ func TestDeniedAndMissingNamesAnswerAlike(t *testing.T) {
 		{method: "completion/complete template", ask: completeTemplate, denied: "manifold://f/test://denied/{id}", missing: []string{
 			"manifold://f/test://nope/{id}", "manifold://f/test://old/{id}", "manifold://nobody/{id}"}},
 	}
-	for _, version := range []string{"2024-11-05", "2025-11-25", modernProtocol} {
+	for _, version := range []string{"2024-11-05", "2025-11-25", mcpx.StatelessVersion} {
 		cs := h.connectVersion(t, version)
 		for _, tt := range tests {
 			if tt.versions != nil && !strings.Contains(strings.Join(tt.versions, " "), version) {

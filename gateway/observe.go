@@ -465,10 +465,10 @@ func isToolError(res mcp.Result) bool {
 var (
 	supportedVersions = mcp.SupportedProtocolVersions()
 	// latestLegacy is what initialize negotiates for a version the SDK does
-	// not support: the newest before modernProtocol.
+	// not support: the newest before mcpx.StatelessVersion.
 	latestLegacy = func() string {
 		for _, v := range supportedVersions {
-			if v < modernProtocol {
+			if !mcpx.Stateless(v) {
 				return v
 			}
 		}
@@ -499,7 +499,7 @@ func protocolVersion(req mcp.Request, ss *mcp.ServerSession) string {
 	} else {
 		return ""
 	}
-	if requested >= modernProtocol {
+	if mcpx.Stateless(requested) {
 		return requested // set from a 2026-07-28 request's _meta
 	}
 	if slices.Contains(supportedVersions, requested) {

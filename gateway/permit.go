@@ -22,21 +22,6 @@ func (g *Gateway) permit(ctx context.Context, c *call) bool {
 	return g.decide(ctx, a, c.principal, c.known, c.kind, c.name, c.route.up.Name())
 }
 
-// allowed reports whether req's principal may use the item, under the
-// snapshot serving now: for requests outside the call pipeline.
-func (g *Gateway) allowed(ctx context.Context, req mcp.Request, kind policy.Kind, name, server string) bool {
-	return g.allowedBy(ctx, g.current().access, req, kind, name, server)
-}
-
-// allowedBy is allowed under access snapshot a.
-func (g *Gateway) allowedBy(ctx context.Context, a *access, req mcp.Request, kind policy.Kind, name, server string) bool {
-	if a.policy.Unrestricted() {
-		return g.decide(ctx, a, nil, false, kind, name, server)
-	}
-	pr, known := principal(ctx, a, req)
-	return g.decide(ctx, a, pr, known, kind, name, server)
-}
-
 // decide reports whether pr (known: it has a principal at all) may use the
 // item under a. The decision goes into the request's exchange, for its
 // audit record.

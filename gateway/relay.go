@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
 
-// Relaying what upstreams send toward clients (DESIGN.md decision 3).
+// Relaying what upstreams send toward clients (docs/architecture.md, Relay;
+// Decisions: exact routing of server→client requests).
 //
 // Nothing on the wire ties an upstream's sampling, elicitation or roots
 // request to the call that caused it, so the gateway records every call it
@@ -86,14 +88,14 @@ type flights struct {
 	// *mcp.ServerSession → sessionLevel.
 	levels sync.Map
 	// upLevels holds the level last set on each legacy upstream.
-	upLevels sync.Map // *upstream.Upstream → mcp.LoggingLevel
+	upLevels sync.Map // *upstream.Upstream → mcpx.LoggingLevel
 }
 
 // sessionLevel is the log level a legacy session set, and who set it: a
 // log message outside any call goes only to sessions whose principal, as
 // the config in force has it, may see its server.
 type sessionLevel struct {
-	level mcp.LoggingLevel
+	level mcpx.LoggingLevel
 	who   caller
 }
 
@@ -152,7 +154,7 @@ func (f *flights) begin(ctx context.Context, up *upstream.Upstream, req mcp.Requ
 func (f *flights) withLogLevel(up *upstream.Upstream, req mcp.Request, ss *mcp.ServerSession, meta mcp.Meta) (_ mcp.Meta, logging bool) {
 	var level any
 	if p := req.GetParams(); p != nil {
-		level = p.GetMeta()[mcp.MetaKeyLogLevel]
+		level = p.GetMeta()[mcpx.MetaKeyLogLevel]
 	}
 	if level == nil && ss != nil {
 		if v, ok := f.levels.Load(ss); ok {
@@ -162,14 +164,14 @@ func (f *flights) withLogLevel(up *upstream.Upstream, req mcp.Request, ss *mcp.S
 	if level == nil {
 		return meta, false
 	}
-	if cat := up.Catalog(); cat == nil || cat.ProtocolVersion < modernProtocol {
+	if cat := up.Catalog(); cat == nil || !mcpx.Stateless(cat.ProtocolVersion) {
 		return meta, true
 	}
 	m := make(mcp.Meta, len(meta)+1)
 	for k, v := range meta {
 		m[k] = v
 	}
-	m[mcp.MetaKeyLogLevel] = level
+	m[mcpx.MetaKeyLogLevel] = level
 	return m, true
 }
 
@@ -264,7 +266,7 @@ func (f *flights) resolve(up *upstream.Upstream, method string) (*origin, error)
 }
 
 // logLevelOrder ranks the MCP log levels, most verbose first.
-var logLevelOrder = map[mcp.LoggingLevel]int{
+var logLevelOrder = map[mcpx.LoggingLevel]int{
 	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,
 }
 
@@ -272,13 +274,13 @@ var logLevelOrder = map[mcp.LoggingLevel]int{
 // pre-2026 upstream that logs is set to the most verbose level any open
 // session asked for (the SDK filters what each session receives by its own
 // level); the session's per-client upstream sessions get its level.
-func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, who caller, level mcp.LoggingLevel) {
+func (g *Gateway) setLogLevel(ctx context.Context, ss *mcp.ServerSession, who caller, level mcpx.LoggingLevel) {
 	g.flights.levels.Store(ss, sessionLevel{level: level, who: who})
 	g.watchSession(ss) // the level is forgotten when the session ends
 	for _, d := range g.perClient.owned(ss) {
 		g.applyLogLevel(ctx, ss, d.up)
 	}
-	most := mcp.LoggingLevel("")
+	most := mcpx.LoggingLevel("")
 	g.flights.levels.Range(func(_, v any) bool {
 		if l := v.(sessionLevel).level; most == "" || logLevelOrder[l] < logLevelOrder[most] {
 			most = l
@@ -304,9 +306,9 @@ func (g *Gateway) applyLogLevel(ctx context.Context, ss *mcp.ServerSession, up *
 // setUpstreamLevel sends logging/setLevel to up when it logs, speaks a
 // protocol before 2026-07-28 (later ones take the level per request), and
 // is not at that level already.
-func (g *Gateway) setUpstreamLevel(ctx context.Context, up *upstream.Upstream, level mcp.LoggingLevel) {
+func (g *Gateway) setUpstreamLevel(ctx context.Context, up *upstream.Upstream, level mcpx.LoggingLevel) {
 	cat := up.Catalog()
-	if level == "" || cat == nil || cat.ProtocolVersion >= modernProtocol || cat.Capabilities == nil || cat.Capabilities.Logging == nil {
+	if level == "" || cat == nil || mcpx.Stateless(cat.ProtocolVersion) || cat.Capabilities == nil || mcpx.Logging(cat.Capabilities) == nil {
 		return
 	}
 	if prev, ok := g.flights.upLevels.Load(up); ok && prev == level {
@@ -365,7 +367,7 @@ func (r relay) target(from *upstream.Upstream, method string, capable func(*mcp.
 		return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf(
 			"manifold: the client of this call does not support %s", method)}
 	}
-	if version >= modernProtocol {
+	if mcpx.Stateless(version) {
 		// A 2026-07-28 session cannot receive server requests: only a call
 		// the bridge runs can ask, with input_required (bridge.go).
 		if err := r.bridgeable(from, o, method, version); err != nil {
@@ -375,9 +377,9 @@ func (r relay) target(from *upstream.Upstream, method string, capable func(*mcp.
 	return o, nil
 }
 
-func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mcpx.CreateMessageWithToolsParams) (*mcpx.CreateMessageWithToolsResult, error) {
 	o, err := r.target(from, "sampling/createMessage", func(c *mcp.ClientCapabilities) bool {
-		return c.Sampling != nil && (len(p.Tools) == 0 || c.Sampling.Tools != nil)
+		return mcpx.Sampling(c) != nil && (len(p.Tools) == 0 || mcpx.Sampling(c).Tools != nil)
 	})
 	if err != nil {
 		return nil, err
@@ -387,7 +389,7 @@ func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mc
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
-	return o.ss.CreateMessageWithTools(dctx, p)
+	return mcpx.CreateMessageWithTools(dctx, o.ss, p)
 }
 
 func (r relay) Elicit(ctx context.Context, from *upstream.Upstream, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
@@ -412,22 +414,22 @@ func (r relay) Elicit(ctx context.Context, from *upstream.Upstream, p *mcp.Elici
 	return o.ss.Elicit(dctx, p)
 }
 
-func (r relay) ListRoots(ctx context.Context, from *upstream.Upstream, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+func (r relay) ListRoots(ctx context.Context, from *upstream.Upstream, p *mcpx.ListRootsParams) (*mcpx.ListRootsResult, error) {
 	o, err := r.target(from, "roots/list", func(c *mcp.ClientCapabilities) bool {
-		return c.RootsV2 != nil || c.Roots.ListChanged
+		return mcpx.RootsV2(c) != nil || mcpx.RootsListChanged(c)
 	})
 	if err != nil {
 		return nil, err
 	}
 	if p == nil {
-		p = &mcp.ListRootsParams{}
+		p = &mcpx.ListRootsParams{}
 	}
 	if bc := bridgedOf(o); bc != nil {
 		return bc.listRoots(ctx, p)
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
-	return o.ss.ListRoots(dctx, p)
+	return mcpx.ListRoots(dctx, o.ss, p)
 }
 
 // Progress forwards a progress notification to the call it belongs to, with
@@ -466,7 +468,7 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 // to every session that asked for logs (logging/setLevel) and whose
 // principal may see the server. A message that cannot be tied to one
 // session while calls of several are in flight is dropped, never crossed.
-func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
+func (r relay) Log(from *upstream.Upstream, p *mcpx.LoggingMessageParams) {
 	fwd := *p
 	fwd.Logger = from.Name()
 	if p.Logger != "" {
@@ -480,7 +482,7 @@ func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
 			return
 		}
 		o.delivered.Add(1)
-		if err := o.ss.Log(o.ctx, &fwd); err != nil {
+		if err := mcpx.Log(o.ctx, o.ss, &fwd); err != nil {
 			r.g.log.Debug("log message not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
 		}
 		return
@@ -493,7 +495,7 @@ func (r relay) Log(from *upstream.Upstream, p *mcp.LoggingMessageParams) {
 	defer cancel()
 	r.g.flights.levels.Range(func(k, v any) bool {
 		if pr, _ := v.(sessionLevel).who.principal(r.g.current().access); r.g.sees(pr, from.Name()) {
-			_ = k.(*mcp.ServerSession).Log(ctx, &fwd)
+			_ = mcpx.Log(ctx, k.(*mcp.ServerSession), &fwd)
 		}
 		return true
 	})

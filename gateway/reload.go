@@ -58,7 +58,7 @@ type reloadLog struct {
 }
 
 // Reload loads the config again (Options.LoadConfig) and applies it while
-// the gateway serves (DESIGN.md decision 2):
+// the gateway serves (docs/architecture.md, Reload; Decisions: reload by snapshot swap):
 //
 //   - a config that does not load (syntax, unknown key, bad value) is
 //     rejected, logged with its file and keys, and changes nothing;

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -15,7 +16,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Per-client upstream sessions (DESIGN.md decision 3, `session: per-client`).
+// Per-client upstream sessions (`session: per-client`; docs/architecture.md,
+// Sessions: upstream sessions; Decisions: exact routing of server→client requests).
 //
 // A per-client server has one upstream in the pool, connected with the
 // gateway's relay capabilities, which supplies its catalog (tools, prompts,
@@ -122,13 +124,13 @@ func (p *perClient) countByBase() map[*upstream.Upstream]int {
 func relayCapabilities(s config.Server) *mcp.ClientCapabilities {
 	caps := &mcp.ClientCapabilities{}
 	if s.Relays(config.RelaySampling) {
-		caps.Sampling = &mcp.SamplingCapabilities{Tools: &mcp.SamplingToolsCapabilities{}}
+		mcpx.SetSampling(caps, &mcpx.SamplingCapabilities{Tools: &mcpx.SamplingToolsCapabilities{}})
 	}
 	if s.Relays(config.RelayElicitation) {
 		caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}
 	}
 	if s.Relays(config.RelayRoots) {
-		caps.RootsV2 = &mcp.RootCapabilities{}
+		mcpx.SetRootsV2(caps, &mcpx.RootCapabilities{})
 	}
 	return caps
 }
@@ -142,14 +144,14 @@ func clientRelayCapabilities(caps *mcp.ClientCapabilities) *mcp.ClientCapabiliti
 	if caps == nil {
 		return out
 	}
-	out.Sampling = caps.Sampling
+	mcpx.SetSampling(out, mcpx.Sampling(caps))
 	out.Elicitation = caps.Elicitation
 	switch {
-	case caps.RootsV2 != nil:
-		r := *caps.RootsV2
-		out.RootsV2 = &r
-	case caps.Roots.ListChanged:
-		out.RootsV2 = &mcp.RootCapabilities{ListChanged: true}
+	case mcpx.RootsV2(caps) != nil:
+		r := *mcpx.RootsV2(caps)
+		mcpx.SetRootsV2(out, &r)
+	case mcpx.RootsListChanged(caps):
+		mcpx.SetRootsV2(out, &mcpx.RootCapabilities{ListChanged: true})
 	}
 	return out
 }
@@ -197,7 +199,7 @@ func (g *Gateway) dedicatedFor(ctx context.Context, pr *policy.Principal, known 
 	}
 	var o owner
 	ss, _ := req.GetSession().(*mcp.ServerSession)
-	if version >= modernProtocol || ss == nil {
+	if mcpx.Stateless(version) || ss == nil {
 		if !known {
 			return nil, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: no principal for a per-client upstream session"}
 		}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the repository: formatting, vet, the Go tests with the
+# Runs every test of the repository: formatting, vet, staticcheck, the Go tests with the
 # race detector (unit, fuzz seed corpora, end-to-end with real processes),
 # and the Node harness self-test. On a fresh machine it first installs the
 # pinned npm test dependencies (test/node and test/conformance lock files).
@@ -28,6 +28,12 @@ fi
 
 echo "== go vet"
 go vet ./...
+
+# Pinned staticcheck (2026.2.2, for Go 1.26); go run fetches it through the
+# module proxy on first use. The SDK's deprecated sampling, roots and
+# logging APIs are used only through internal/mcpx/deprecated.go.
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...

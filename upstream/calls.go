@@ -9,6 +9,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -110,9 +111,9 @@ func (u *Upstream) Complete(ctx context.Context, params *mcp.CompleteParams) (*m
 
 // SetLoggingLevel forwards logging/setLevel (protocol versions before
 // 2026-07-28, where the level is per session).
-func (u *Upstream) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) error {
+func (u *Upstream) SetLoggingLevel(ctx context.Context, level mcpx.LoggingLevel) error {
 	_, err := call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
-		return struct{}{}, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+		return struct{}{}, mcpx.SetLoggingLevel(ctx, cs, &mcpx.SetLoggingLevelParams{Level: level})
 	})
 	return err
 }
@@ -156,7 +157,7 @@ func (u *Upstream) Subscriptions() int {
 // rootsChanged is the placeholder root whose (re)addition makes the go-sdk
 // client send notifications/roots/list_changed: the client's own roots are
 // never listed, since roots/list is relayed (see relayRequests).
-var rootsChanged = &mcp.Root{URI: "manifold:roots-changed"}
+var rootsChanged = &mcpx.Root{URI: "manifold:roots-changed"}
 
 // NotifyRootsListChanged sends notifications/roots/list_changed to the
 // server, when the connection declared roots with listChanged.
@@ -165,6 +166,6 @@ func (u *Upstream) NotifyRootsListChanged() {
 	c := u.client
 	u.mu.Unlock()
 	if c != nil {
-		c.AddRoots(rootsChanged)
+		mcpx.AddRoots(c, rootsChanged)
 	}
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -14,11 +15,11 @@ import (
 // server cancels them. Notification methods run in the connection's read
 // loop and must not block.
 type Relay interface {
-	CreateMessage(ctx context.Context, from *Upstream, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error)
+	CreateMessage(ctx context.Context, from *Upstream, p *mcpx.CreateMessageWithToolsParams) (*mcpx.CreateMessageWithToolsResult, error)
 	Elicit(ctx context.Context, from *Upstream, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
-	ListRoots(ctx context.Context, from *Upstream, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
+	ListRoots(ctx context.Context, from *Upstream, p *mcpx.ListRootsParams) (*mcpx.ListRootsResult, error)
 	Progress(from *Upstream, p *mcp.ProgressNotificationParams)
-	Log(from *Upstream, p *mcp.LoggingMessageParams)
+	Log(from *Upstream, p *mcpx.LoggingMessageParams)
 	ResourceUpdated(from *Upstream, p *mcp.ResourceUpdatedNotificationParams)
 	// ElicitationComplete receives notifications/elicitation/complete, which
 	// ends a URL mode elicitation (protocol version 2025-11-25).
@@ -37,7 +38,7 @@ func (u *Upstream) relayRequests(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		switch method {
 		case "sampling/createMessage":
-			if rq, ok := req.(*mcp.CreateMessageWithToolsRequest); ok && caps.Sampling != nil && rq.Params != nil {
+			if rq, ok := req.(*mcp.CreateMessageWithToolsRequest); ok && mcpx.Sampling(caps) != nil && rq.Params != nil {
 				return r.CreateMessage(ctx, u, rq.Params)
 			}
 		case "elicitation/create":
@@ -48,8 +49,8 @@ func (u *Upstream) relayRequests(next mcp.MethodHandler) mcp.MethodHandler {
 				return r.Elicit(ctx, u, rq.Params)
 			}
 		case "roots/list":
-			if caps.RootsV2 != nil {
-				p, _ := req.GetParams().(*mcp.ListRootsParams)
+			if mcpx.RootsV2(caps) != nil {
+				p, _ := req.GetParams().(*mcpx.ListRootsParams)
 				return r.ListRoots(ctx, u, p)
 			}
 		}
@@ -69,11 +70,11 @@ func (u *Upstream) relayNotifications(o *mcp.ClientOptions) {
 			r.Progress(u, req.Params)
 		}
 	}
-	o.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
+	mcpx.SetLoggingMessageHandler(o, func(_ context.Context, req *mcp.LoggingMessageRequest) {
 		if req.Params != nil {
 			r.Log(u, req.Params)
 		}
-	}
+	})
 	o.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 		if req.Params != nil {
 			r.ResourceUpdated(u, req.Params)

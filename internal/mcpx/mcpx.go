@@ -1,6 +1,8 @@
 // Package mcpx holds small helpers around the go-sdk shared by the gateway's
-// server side and the upstream client side: panic recovery middleware and
-// JSON-RPC error helpers. It has no state.
+// server side and the upstream client side: panic recovery middleware,
+// JSON-RPC error helpers, the protocol version split (Stateless), and the
+// one adapter to the SDK's deprecated sampling, roots and logging APIs
+// (deprecated.go). It has no state.
 package mcpx
 
 import (

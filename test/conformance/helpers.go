@@ -7,11 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,17 +35,10 @@ func Build(t testing.TB, pkg string) string {
 	return bin
 }
 
-// goTool returns the go command of the toolchain running the test.
+// goTool returns the go command of the toolchain running the test: go test
+// puts that toolchain's bin directory first in the test's PATH.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
 	return "go"
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // StartHTTP starts bin with args (which must make it serve HTTP and print

@@ -1,5 +1,7 @@
 package e2e
 
+//lint:file-ignore SA1019 this test drives the sampling, roots and logging features that the gateway relays for protocol versions before 2026-07-28
+
 import (
 	"context"
 	"fmt"
@@ -103,7 +105,8 @@ func newBridgeClient(t *testing.T, g *gatewayProc, version string) *bridgeClient
 	t.Cleanup(func() { cs.Close() })
 	bc.cs = cs
 	// The go-sdk client falls back to 2025-11-25 silently when a server
-	// refuses 2026-07-28 (DESIGN.md pitfalls): the version must be asserted.
+	// refuses 2026-07-28 (docs/architecture.md, The request path): the version
+	// must be asserted.
 	if got := cs.InitializeResult().ProtocolVersion; got != version {
 		t.Fatalf("negotiated %q, want %q", got, version)
 	}

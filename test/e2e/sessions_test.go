@@ -1,5 +1,7 @@
 package e2e
 
+//lint:file-ignore SA1019 this test drives the sampling, roots and logging features that the gateway relays for protocol versions before 2026-07-28
+
 import (
 	"fmt"
 	"net/http"
