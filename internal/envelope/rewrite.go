@@ -139,3 +139,7 @@ func (e *Envelope) rewrite(dst, msg []byte, ed *Edit, window Span, withID bool) 
 	}
 	return append(dst, msg[at:window.End]...), nil
 }
+
+// AppendString appends v as a JSON string, escaped as encoding/json does
+// but for HTML characters (an invalid UTF-8 byte becomes \ufffd).
+func AppendString(dst []byte, v string) []byte { return appendQuoted(dst, v) }
