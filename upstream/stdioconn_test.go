@@ -95,6 +95,7 @@ func (f *fakeStdio) route(line []byte) {
 	case rawID && e.Method.Present() && f.onRaw != nil:
 		f.onRaw(f, line)
 	case method == "notifications/cancelled" && bytes.Contains(line, []byte(rawIDPrefix)),
+		bytes.HasPrefix(line, []byte("[")),
 		err == nil && e.IsResponse() && f.watching(e.ID.In(line)):
 		f.seen <- line
 	default:
@@ -373,5 +374,50 @@ func TestCallRawUnsupported(t *testing.T) {
 	}
 	if _, err := u.CallRaw(context.Background(), "tools/call", []byte(`{}`)); !errors.Is(err, ErrRawUnsupported) {
 		t.Errorf("CallRaw = %v, want ErrRawUnsupported", err)
+	}
+}
+
+// TestCallRawFraming: the connection reads what the SDK's own stdio
+// transport reads: blank lines, a value spread over several lines, CRLF,
+// and batches (whose server requests are answered in one batch, and whose
+// response to a raw call reaches it).
+func TestCallRawFraming(t *testing.T) {
+	checkLeaks(t)
+	u, _ := rawUpstream(t, nil, func(f *fakeStdio) {
+		f.onRaw = func(f *fakeStdio, req []byte) {
+			id := idOf(t, req)
+			switch {
+			case bytes.Contains(req, []byte(`"lines"`)):
+				f.send([]byte("\r\n  \n{\n  \"jsonrpc\": \"2.0\",\n  \"id\": " + id + ",\n  \"result\": {\"a\":\n 1}\n}\r"))
+			case bytes.Contains(req, []byte(`"batch"`)):
+				go func() {
+					f.send([]byte(`[{"jsonrpc":"2.0","id":9002,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/tools/list_changed"},{"jsonrpc":"2.0","id":9003,"method":"ping"}]`))
+					select {
+					case line := <-f.seen:
+						var answers []struct {
+							ID     int             `json:"id"`
+							Result json.RawMessage `json:"result"`
+						}
+						if err := json.Unmarshal(line, &answers); err != nil || len(answers) != 2 || answers[0].ID != 9002 || answers[1].ID != 9003 {
+							t.Errorf("answer to a batch of two pings: %s (%v)", line, err)
+						}
+					case <-time.After(5 * time.Second):
+						t.Error("the batch of pings was not answered")
+					}
+					f.send([]byte(`[{"jsonrpc":"2.0","id":` + id + `,"result":{"b":2}}]`))
+				}()
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := u.CallRaw(ctx, "tools/call", []byte(`{"name":"lines"}`)); err != nil || string(got) != "{\"a\":\n 1}" {
+		t.Errorf("multi-line answer: %q, %v", got, err)
+	}
+	if got, err := u.CallRaw(ctx, "tools/call", []byte(`{"name":"batch"}`)); err != nil || string(got) != `{"b":2}` {
+		t.Errorf("answer in a batch: %s, %v", got, err)
+	}
+	if got, err := echo(ctx, u, "still"); err != nil || got != "still" {
+		t.Errorf("typed call after: %q, %v", got, err)
 	}
 }
