@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/manifold-mcp/manifold/internal/envelope"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -14,7 +15,7 @@ import (
 // stdio upstreams and Options.Pipe do); use the typed methods.
 var ErrRawUnsupported = errors.New("upstream takes no raw calls")
 
-// errCallTimeout is the cause of a raw call's own timeout.
+// errCallTimeout is the end of a raw call's own timeout.
 var errCallTimeout = errors.New("call timeout")
 
 // rawCall is one raw call waiting for its response; pooled.
@@ -33,6 +34,9 @@ type rawReply struct {
 
 var (
 	rawCalls = sync.Pool{New: func() any { return &rawCall{done: make(chan rawReply, 1)} }}
+	// timers bound raw calls: a pooled timer, where a context with a
+	// timeout costs five allocations per call.
+	timers = sync.Pool{New: func() any { t := time.NewTimer(time.Hour); t.Stop(); return t }}
 	// lineBuffers hold the request lines being written.
 	lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 )
@@ -42,8 +46,9 @@ const lineBufferKeep = 64 << 10
 
 // call sends a request for method with params (raw JSON; nil sends none)
 // under a raw id and waits for its response, ctx or the connection's end.
-// When ctx ends first, notifications/cancelled is sent for the id.
-func (c *stdioConn) call(ctx context.Context, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
+// When ctx ends or timeout fires first (then the error is errCallTimeout),
+// notifications/cancelled is sent for the id.
+func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
 	rc := rawCalls.Get().(*rawCall)
 	c.mu.Lock()
 	if c.err != nil {
@@ -88,6 +93,11 @@ func (c *stdioConn) call(ctx context.Context, method string, params []byte) ([]b
 			c.notifyCancelled(n, context.Cause(ctx))
 		}
 		return nil, nil, ctx.Err()
+	case <-timeout:
+		if c.forget(n, rc) {
+			c.notifyCancelled(n, errCallTimeout)
+		}
+		return nil, nil, errCallTimeout
 	}
 }
 
@@ -136,20 +146,25 @@ func (c *stdioConn) notifyCancelled(n uint64, cause error) {
 // upstreams (and Options.Pipe) take raw calls; others return
 // ErrRawUnsupported before anything is sent.
 func (u *Upstream) CallRaw(ctx context.Context, method string, params []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, u.callTimeout, errCallTimeout)
-	defer cancel()
-	l, err := u.acquireLive(ctx, true)
+	// Timers stopped with Stop never deliver a stale tick (Go 1.23).
+	timer := timers.Get().(*time.Timer)
+	timer.Reset(u.callTimeout)
+	defer func() {
+		timer.Stop()
+		timers.Put(timer)
+	}()
+	l, err := u.acquireLive(ctx, timer.C, true)
 	if err != nil {
 		return nil, err
 	}
 	defer u.release()
-	result, rpcErr, err := l.raw.call(ctx, method, params)
+	result, rpcErr, err := l.raw.call(ctx, timer.C, method, params)
 	switch {
 	case rpcErr != nil:
 		return nil, fmt.Errorf("upstream %q: calling %q: %w", u.cfg.Name, method, rpcErr)
 	case err == nil:
 		return result, nil
-	case errors.Is(context.Cause(ctx), errCallTimeout):
+	case errors.Is(err, errCallTimeout):
 		return nil, fmt.Errorf("upstream %q: %w after %s", u.cfg.Name, ErrTimeout, u.callTimeout)
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("upstream %q: %w", u.cfg.Name, err)

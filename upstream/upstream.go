@@ -7,6 +7,10 @@
 //
 // It knows nothing of namespaces or policy: the gateway reads each
 // upstream's Catalog and routes calls to it by original name.
+//
+// A stdio upstream's pipe carries raw calls beside the SDK session
+// (CallRaw, stdioconn.go): requests with string ids whose responses come
+// back as bytes, never decoded into SDK types.
 package upstream
 
 import (
@@ -272,7 +276,7 @@ func (u *Upstream) Attempted() <-chan struct{} { return u.attempted }
 
 // acquire takes a concurrency slot and returns the live session.
 func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {
-	l, err := u.acquireLive(ctx, false)
+	l, err := u.acquireLive(ctx, nil, false)
 	return l.session, err
 }
 
@@ -282,9 +286,10 @@ type live struct {
 	raw     *stdioConn
 }
 
-// acquireLive takes a concurrency slot and returns the live connection;
-// with raw, one that takes raw calls.
-func (u *Upstream) acquireLive(ctx context.Context, raw bool) (live, error) {
+// acquireLive takes a concurrency slot, waiting until ctx ends or timeout
+// fires, and returns the live connection; with raw, one that takes raw
+// calls.
+func (u *Upstream) acquireLive(ctx context.Context, timeout <-chan time.Time, raw bool) (live, error) {
 	u.mu.Lock()
 	l, st := live{u.session, u.raw}, u.status
 	u.mu.Unlock()
@@ -303,6 +308,8 @@ func (u *Upstream) acquireLive(ctx context.Context, raw bool) (live, error) {
 	select {
 	case u.slots <- struct{}{}:
 		return l, nil
+	case <-timeout:
+		return live{}, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
 	case <-ctx.Done():
 		return live{}, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
 	}
