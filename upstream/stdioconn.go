@@ -68,7 +68,7 @@ var (
 )
 
 func newStdioConn(r io.ReadCloser, w io.WriteCloser, max int) *stdioConn {
-	return &stdioConn{r: r, w: w, br: bufio.NewReaderSize(r, stdioReadBuffer), max: max, pending: map[uint64]*rawCall{}}
+	return &stdioConn{r: r, w: w, br: bufio.NewReaderSize(r, min(stdioReadBuffer, max+1)), max: max, pending: map[uint64]*rawCall{}}
 }
 
 // Connect returns the connection itself: a client connects once.
