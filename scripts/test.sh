@@ -51,7 +51,8 @@ if [ "$fuzztime" != "0" ]; then
     ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
     ./gateway:FuzzUpstreamNotFound \
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
-    ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody; do
+    ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody \
+    ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
     # deadline exceeded" right at -fuzztime, having found nothing and

@@ -12,6 +12,7 @@ import (
 // with it (the stdio process, the HTTP client's idle connections).
 type connection struct {
 	transport mcp.Transport
+	raw       *stdioConn   // the transport, when it takes raw calls
 	proc      *process     // nil for http and sse
 	http      *http.Client // nil for stdio
 }
@@ -64,16 +65,22 @@ func (u *Upstream) dial() (*connection, error) {
 		}
 		return &connection{transport: t}, nil
 	}
+	if u.opts.Pipe != nil {
+		r, w, err := u.opts.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		c := newStdioConn(r, w, u.opts.MaxMessageBytes)
+		return &connection{transport: c, raw: c}, nil
+	}
 	switch u.cfg.Type {
 	case "stdio", "":
 		p, err := startProcess(u.cfg, u.opts.GuardPath, u.log)
 		if err != nil {
 			return nil, err
 		}
-		return &connection{
-			transport: &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: u.opts.MaxMessageBytes},
-			proc:      p,
-		}, nil
+		c := newStdioConn(p.stdout, p.stdin, u.opts.MaxMessageBytes)
+		return &connection{transport: c, raw: c, proc: p}, nil
 	case "http":
 		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.log)
 		if err != nil {

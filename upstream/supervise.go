@@ -111,11 +111,11 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 	u.catalog.Store(cat)
 	u.resubscribe(cctx, cs)
 	u.mu.Lock()
-	u.session, u.client = cs, client
+	u.session, u.client, u.raw = cs, client, conn.raw
 	u.mu.Unlock()
 	defer func() {
 		u.mu.Lock()
-		u.session, u.client = nil, nil
+		u.session, u.client, u.raw = nil, nil, nil
 		u.mu.Unlock()
 	}()
 	u.setState(StateReady, nil, conn.pid())

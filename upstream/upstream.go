@@ -7,12 +7,17 @@
 //
 // It knows nothing of namespaces or policy: the gateway reads each
 // upstream's Catalog and routes calls to it by original name.
+//
+// A stdio upstream's pipe carries raw calls beside the SDK session
+// (CallRaw, stdioconn.go): requests with string ids whose responses come
+// back as bytes, never decoded into SDK types.
 package upstream
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +95,12 @@ type Options struct {
 	// Transport, when set, replaces the configured transport: each connection
 	// attempt calls it. For in-process upstreams and tests (in-memory transports).
 	Transport func() (mcp.Transport, error)
+	// Pipe, when set (and Transport is not), replaces the configured
+	// transport with a byte stream spoken as a stdio upstream's: each
+	// connection attempt calls it, and the connection takes raw calls
+	// (CallRaw). r is what the server writes, w what it reads; both are
+	// closed with the connection. For in-process upstreams and tests.
+	Pipe func() (r io.ReadCloser, w io.WriteCloser, err error)
 	// Capabilities are the client capabilities declared to the server at
 	// connect; nil declares none. What is declared must be answered by
 	// Relay.
@@ -160,6 +171,7 @@ type Upstream struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	client  *mcp.Client // of session
+	raw     *stdioConn  // of session, when it takes raw calls
 	status  Status
 	// subs are the resource URIs subscribed to, renewed on every new
 	// connection.
@@ -268,24 +280,43 @@ func (u *Upstream) Attempted() <-chan struct{} { return u.attempted }
 
 // acquire takes a concurrency slot and returns the live session.
 func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {
+	l, err := u.acquireLive(ctx, nil, false)
+	return l.session, err
+}
+
+// live is the connection a call uses.
+type live struct {
+	session *mcp.ClientSession
+	raw     *stdioConn
+}
+
+// acquireLive takes a concurrency slot, waiting until ctx ends or timeout
+// fires, and returns the live connection; with raw, one that takes raw
+// calls.
+func (u *Upstream) acquireLive(ctx context.Context, timeout <-chan time.Time, raw bool) (live, error) {
 	u.mu.Lock()
-	cs, st := u.session, u.status
+	l, st := live{u.session, u.raw}, u.status
 	u.mu.Unlock()
-	if cs == nil {
+	if l.session == nil {
 		if st.State == StateStopped {
-			return nil, fmt.Errorf("upstream %q: %w", u.cfg.Name, ErrClosed)
+			return live{}, fmt.Errorf("upstream %q: %w", u.cfg.Name, ErrClosed)
 		}
 		if st.Error != "" {
-			return nil, fmt.Errorf("upstream %q: %w (%s; retrying)", u.cfg.Name, ErrUnavailable, st.Error)
+			return live{}, fmt.Errorf("upstream %q: %w (%s; retrying)", u.cfg.Name, ErrUnavailable, st.Error)
 		}
-		return nil, fmt.Errorf("upstream %q: %w (%s)", u.cfg.Name, ErrUnavailable, st.State)
+		return live{}, fmt.Errorf("upstream %q: %w (%s)", u.cfg.Name, ErrUnavailable, st.State)
+	}
+	if raw && l.raw == nil {
+		return live{}, fmt.Errorf("upstream %q: %w", u.cfg.Name, ErrRawUnsupported)
 	}
 	select {
 	case u.slots <- struct{}{}:
 		u.inflight.Add()
-		return cs, nil
+		return l, nil
+	case <-timeout:
+		return live{}, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
 	case <-ctx.Done():
-		return nil, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
+		return live{}, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
 	}
 }
 

@@ -1,0 +1,183 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/envelope"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// ErrRawUnsupported: the upstream's connection takes no raw calls (only
+// stdio upstreams and Options.Pipe do); use the typed methods.
+var ErrRawUnsupported = errors.New("upstream takes no raw calls")
+
+// errCallTimeout is the end of a raw call's own timeout.
+var errCallTimeout = errors.New("call timeout")
+
+// rawCall is one raw call waiting for its response; pooled.
+type rawCall struct {
+	done chan rawReply // buffered 1: the reader never blocks on it
+}
+
+// rawReply is the outcome of a raw call: the result value (a subslice of
+// the response line, which the reply owns), or the upstream's JSON-RPC
+// error, or the connection's failure.
+type rawReply struct {
+	result []byte
+	rpcErr *jsonrpc.Error
+	err    error
+}
+
+var (
+	rawCalls = sync.Pool{New: func() any { return &rawCall{done: make(chan rawReply, 1)} }}
+	// timers bound raw calls: a pooled timer, where a context with a
+	// timeout costs five allocations per call.
+	timers = sync.Pool{New: func() any { t := time.NewTimer(time.Hour); t.Stop(); return t }}
+	// lineBuffers hold the request lines being written.
+	lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+)
+
+// lineBufferKeep: a buffer grown past this is not returned to the pool.
+const lineBufferKeep = 64 << 10
+
+// call sends a request for method with params (raw JSON; nil sends none)
+// under a raw id and waits for its response, ctx or the connection's end.
+// When ctx ends or timeout fires first (then the error is errCallTimeout),
+// notifications/cancelled is sent for the id.
+func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
+	rc := rawCalls.Get().(*rawCall)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		rawCalls.Put(rc)
+		return nil, nil, err
+	}
+	c.nextID++
+	n := c.nextID
+	c.pending[n] = rc
+	c.mu.Unlock()
+
+	bp := lineBuffers.Get().(*[]byte)
+	line := append((*bp)[:0], `{"jsonrpc":"2.0","id":`...)
+	line = appendRawID(line, n)
+	line = append(line, `,"method":`...)
+	line = envelope.AppendString(line, method)
+	if params != nil {
+		line = append(line, `,"params":`...)
+		line = append(line, params...)
+	}
+	line = append(line, "}\n"...)
+	err := c.write(line)
+	if cap(line) <= lineBufferKeep {
+		*bp = line[:0]
+		lineBuffers.Put(bp)
+	}
+	if err != nil {
+		c.forget(n, rc)
+		// A broken pipe: the connection is over (the SDK's next Read ends).
+		c.Close()
+		return nil, nil, err
+	}
+
+	select {
+	case r := <-rc.done:
+		rawCalls.Put(rc)
+		return r.result, r.rpcErr, r.err
+	case <-ctx.Done():
+		if c.forget(n, rc) {
+			c.notifyCancelled(n, context.Cause(ctx))
+		}
+		return nil, nil, ctx.Err()
+	case <-timeout:
+		if c.forget(n, rc) {
+			c.notifyCancelled(n, errCallTimeout)
+		}
+		return nil, nil, errCallTimeout
+	}
+}
+
+// forget removes raw call n if still pending and reports whether it was;
+// a reply that came meanwhile is drained, so that rc can be reused.
+func (c *stdioConn) forget(n uint64, rc *rawCall) bool {
+	c.mu.Lock()
+	pending := c.pending[n] == rc
+	if pending {
+		delete(c.pending, n)
+	}
+	notify := pending && c.err == nil
+	if notify {
+		c.notifying.Add(1) // before Close's Wait: both under mu
+	}
+	c.mu.Unlock()
+	if !pending {
+		<-rc.done
+	}
+	rawCalls.Put(rc)
+	return notify
+}
+
+// notifyCancelled tells the upstream that raw call n was abandoned, off
+// the caller's path (a peer that stops reading must not hold the caller),
+// as the SDK does for its own calls. Close waits for it.
+func (c *stdioConn) notifyCancelled(n uint64, cause error) {
+	go func() {
+		defer c.notifying.Done()
+		line := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`)
+		line = appendRawID(line, n)
+		line = append(line, `,"reason":`...)
+		line = envelope.AppendString(line, cause.Error())
+		_ = c.write(append(line, "}}\n"...))
+	}()
+}
+
+// CallRaw sends a request for method (tools/call, resources/read,
+// prompts/get) with params, a JSON object given as bytes and sent as is,
+// and returns the result as the upstream wrote it, never decoded. It
+// shares the connection of the SDK session with the typed methods and
+// their limits: the concurrency slots, the call timeout, and the errors
+// (ErrUnavailable, ErrTimeout, ErrBusy, ErrClosed, ErrTooLarge; a
+// JSON-RPC error from the upstream is returned wrapped, code intact). When
+// ctx ends first the upstream is sent notifications/cancelled. Only stdio
+// upstreams (and Options.Pipe) take raw calls; others return
+// ErrRawUnsupported before anything is sent.
+func (u *Upstream) CallRaw(ctx context.Context, method string, params []byte) ([]byte, error) {
+	// Timers stopped with Stop never deliver a stale tick (Go 1.23).
+	timer := timers.Get().(*time.Timer)
+	timer.Reset(u.callTimeout)
+	defer func() {
+		timer.Stop()
+		timers.Put(timer)
+	}()
+	l, err := u.acquireLive(ctx, timer.C, true)
+	if err != nil {
+		return nil, err
+	}
+	defer u.release()
+	result, rpcErr, err := l.raw.call(ctx, timer.C, method, params)
+	switch {
+	case rpcErr != nil:
+		return nil, fmt.Errorf("upstream %q: calling %q: %w", u.cfg.Name, method, rpcErr)
+	case err == nil:
+		return result, nil
+	case errors.Is(err, errCallTimeout):
+		return nil, fmt.Errorf("upstream %q: %w after %s", u.cfg.Name, ErrTimeout, u.callTimeout)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
+	case errors.Is(err, ErrTooLarge):
+		return nil, fmt.Errorf("upstream %q: %w (%d bytes)", u.cfg.Name, ErrTooLarge, u.opts.MaxMessageBytes)
+	}
+	return nil, fmt.Errorf("upstream %q: %w (connection lost: %v)", u.cfg.Name, ErrUnavailable, err)
+}
+
+// TakesRaw reports whether the current connection takes raw calls
+// (CallRaw); false while disconnected.
+func (u *Upstream) TakesRaw() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.raw != nil
+}
