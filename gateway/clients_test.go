@@ -17,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/fixture"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -463,5 +464,60 @@ func BenchmarkPrincipal(b *testing.B) {
 		if p, ok := principal(ctx, a, req); !ok || p.Name() != "p42" {
 			b.Fatal("not resolved")
 		}
+	}
+}
+
+// TestReloadAppliesToResourceUpdates: a session subscribed to a URI stops
+// getting its resources/updated once a reload denies the URI to its
+// principal; a session still allowed keeps getting them.
+func TestReloadAppliesToResourceUpdates(t *testing.T) {
+	const uri = "manifold://fix/" + fixture.WatchedURI
+	const carolKey = "carol-key-0123456789"
+	addCarol := func(c *config.Config) {
+		c.Auth.APIKeys = append(c.Auth.APIKeys, config.APIKey{Name: "carol", Key: carolKey, Groups: []string{"dev"}})
+	}
+	h := newPrincipalsHarnessWith(t, addCarol, map[string]*mcp.Server{"fix": fixture.NewServer(nil)})
+	ctx := context.Background()
+	type watcher struct {
+		cs *mcp.ClientSession
+		n  atomic.Int32
+	}
+	watch := func(key string) *watcher {
+		w := &watcher{}
+		hc := &http.Client{Transport: bearer{key, http.DefaultTransport}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "watcher"}, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(context.Context, *mcp.ResourceUpdatedNotificationRequest) { w.n.Add(1) },
+		}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.srv.URL + "/mcp", HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+		w.cs = cs
+		return w
+	}
+	alice, carol := watch(aliceKey), watch(carolKey)
+	trigger := func() {
+		if _, err := carol.cs.CallTool(ctx, &mcp.CallToolParams{Name: "fix__test_trigger_resource_update", Arguments: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trigger()
+	waitFor(t, "both subscribers get the update", func() bool { return alice.n.Load() == 1 && carol.n.Load() == 1 })
+
+	h.reload(t, func(c *config.Config) {
+		addCarol(c)
+		c.Policy.Rules = append([]config.Rule{{Effect: config.Deny, Match: config.Match{Resources: []string{uri}}, Principals: []string{"alice"}}}, c.Policy.Rules...)
+	})
+	trigger()
+	waitFor(t, "carol, still allowed, gets the second update", func() bool { return carol.n.Load() == 2 })
+	// Each update goes to its subscribers in one pass: once carol has the
+	// third, alice's copy of the second would have been sent.
+	trigger()
+	waitFor(t, "carol gets the third update", func() bool { return carol.n.Load() == 3 })
+	if n := alice.n.Load(); n != 1 {
+		t.Errorf("alice, denied the URI by the reload, got %d updates, want the 1 from before", n)
 	}
 }

@@ -169,8 +169,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	// then the gateway's own interception.
 	g.calls.watch = g.watchSession
 	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.observe, g.interceptor)
-	// Per-client resource updates reach their own session only.
-	g.server.AddSendingMiddleware(onlyFor)
+	// Resource updates reach only sessions that may read the URI now, and
+	// per-client ones their own session only.
+	g.server.AddSendingMiddleware(g.filterUpdates)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {

@@ -86,16 +86,25 @@ func (g *Gateway) uriPermitted(ctx context.Context, a *access, pr *policy.Princi
 	if !g.decide(ctx, a, pr, known, kind, exact, rt.up.Name()) {
 		return false
 	}
-	clean := namespacing.WrapURI(rt.prefix, namespacing.CleanURI(rt.original))
-	if clean == exact {
-		return true
-	}
-	if d := a.policy.Decide(pr, kind, clean, rt.up.Name()); !d.Allowed && d.Rule >= 0 {
+	if d, clean, denied := cleanDenial(a.policy, pr, kind, rt, exact); denied {
 		g.logDenial(pr, kind, uri, rt.up.Name(), a.policy.Describe(d)+" (on the cleaned form "+clean+")")
 		g.denied(ctx, kind, rt.up.Name(), a.policy.RuleName(d))
 		return false
 	}
 	return true
+}
+
+// cleanDenial reports whether a deny rule of p matches, for pr, the cleaned
+// form of rt's URI (namespacing.CleanURI) where it differs from exact, the
+// URI as the gateway writes it; it returns the decision and the cleaned
+// form, for the log.
+func cleanDenial(p *policy.Policy, pr *policy.Principal, kind policy.Kind, rt route, exact string) (d policy.Decision, clean string, denied bool) {
+	clean = namespacing.WrapURI(rt.prefix, namespacing.CleanURI(rt.original))
+	if clean == exact {
+		return policy.Decision{Allowed: true, Rule: -1}, clean, false
+	}
+	d = p.Decide(pr, kind, clean, rt.up.Name())
+	return d, clean, !d.Allowed && d.Rule >= 0
 }
 
 // logDenial logs a policy denial with the rule that made it.

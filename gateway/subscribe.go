@@ -7,6 +7,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/namespacing"
+	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -19,6 +20,10 @@ import (
 type subscriptions struct {
 	mu   sync.Mutex
 	refs map[subKey]map[*mcp.ServerSession]bool
+	// who is the caller of each subscribed session's latest subscribe:
+	// updates are checked against its principal under the config in force
+	// when they arrive (updateVisible).
+	who map[*mcp.ServerSession]caller
 }
 
 // subKey is one upstream subscription: the upstream and its own URI.
@@ -45,7 +50,9 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	defer s.mu.Unlock()
 	if s.refs == nil {
 		s.refs = map[subKey]map[*mcp.ServerSession]bool{}
+		s.who = map[*mcp.ServerSession]caller{}
 	}
+	s.who[req.Session] = callerOf(ctx, req)
 	if len(s.refs[key]) == 0 {
 		if err := rt.up.Subscribe(ctx, rt.original); err != nil {
 			if upstreamNotFound(err, kindResource, rt.original) {
@@ -93,6 +100,7 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 func (g *Gateway) releaseSession(ss *mcp.ServerSession) {
 	s := &g.subs
 	s.mu.Lock()
+	delete(s.who, ss)
 	var gone []subKey
 	for key, sessions := range s.refs {
 		if sessions[ss] {
@@ -224,19 +232,27 @@ func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNo
 
 // onlyForKey marks, in the _meta of a resources/updated the gateway hands
 // the SDK, the one session it is for (a *mcp.ServerSession): the SDK sends
-// it to every session subscribed to the URI, and onlyFor drops the others'
+// it to every session subscribed to the URI, and filterUpdates drops the others'
 // copies. The mark never leaves the process.
 const onlyForKey = "manifold/only-for"
 
-// onlyFor is sending middleware: it drops a resources/updated marked for
-// another session, and removes the mark from the one it sends.
-func onlyFor(next mcp.MethodHandler) mcp.MethodHandler {
+// filterUpdates is sending middleware for resources/updated: it drops an
+// update that the receiving session may not read under the config in force
+// (updateVisible), and one marked for another session (onlyForKey),
+// removing the mark from the one it sends.
+func (g *Gateway) filterUpdates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "notifications/resources/updated" {
 			return next(ctx, method, req)
 		}
 		p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams)
-		if !ok || p.Meta[onlyForKey] == nil {
+		if !ok {
+			return next(ctx, method, req)
+		}
+		if ss, _ := req.GetSession().(*mcp.ServerSession); !g.updateVisible(ss, p.URI) {
+			return nil, nil
+		}
+		if p.Meta[onlyForKey] == nil {
 			return next(ctx, method, req)
 		}
 		if p.Meta[onlyForKey] != req.GetSession() {
@@ -256,4 +272,35 @@ func onlyFor(next mcp.MethodHandler) mcp.MethodHandler {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		return next(ctx, method, &mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Session: ss, Params: &fwd, Extra: req.GetExtra()})
 	}
+}
+
+// updateVisible reports whether a resources/updated for uri (as clients
+// know it) may reach ss: while a policy is in force, only when the
+// principal that subscribed through ss may read uri under the config in
+// force now, so that a reload denying a URI, or moving the principal out of
+// a group, stops its updates at once. A session that never subscribed
+// through subscribe (a 2026-07-28 listen stream, whose URIs filterListen
+// checked when it opened) is not filtered here.
+func (g *Gateway) updateVisible(ss *mcp.ServerSession, uri string) bool {
+	a := g.current().access
+	if a.policy.Unrestricted() {
+		return true
+	}
+	g.subs.mu.Lock()
+	who, ok := g.subs.who[ss]
+	g.subs.mu.Unlock()
+	if !ok {
+		return true
+	}
+	pr, known := who.principal(a)
+	rt, routed := g.routes.Load().resource(uri)
+	if !known || !routed {
+		return false
+	}
+	exact := namespacing.WrapURI(rt.prefix, rt.original)
+	if !a.policy.Decide(pr, policy.Resource, exact, rt.up.Name()).Allowed {
+		return false
+	}
+	_, _, denied := cleanDenial(a.policy, pr, policy.Resource, rt, exact)
+	return !denied
 }
