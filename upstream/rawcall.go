@@ -78,8 +78,11 @@ func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method s
 		lineBuffers.Put(bp)
 	}
 	if err != nil {
-		c.forget(n, rc)
-		// A broken pipe: the connection is over (the SDK's next Read ends).
+		// A broken pipe: the connection is over (the SDK's next Read
+		// ends). Record it as the cause, which also fails this call, then
+		// close: nothing is left to notify.
+		c.fail(err)
+		c.forget(n, rc, false)
 		c.Close()
 		return nil, nil, err
 	}
@@ -89,27 +92,30 @@ func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method s
 		rawCalls.Put(rc)
 		return r.result, r.rpcErr, r.err
 	case <-ctx.Done():
-		if c.forget(n, rc) {
+		if c.forget(n, rc, true) {
 			c.notifyCancelled(n, context.Cause(ctx))
 		}
 		return nil, nil, ctx.Err()
 	case <-timeout:
-		if c.forget(n, rc) {
+		if c.forget(n, rc, true) {
 			c.notifyCancelled(n, errCallTimeout)
 		}
 		return nil, nil, errCallTimeout
 	}
 }
 
-// forget removes raw call n if still pending and reports whether it was;
-// a reply that came meanwhile is drained, so that rc can be reused.
-func (c *stdioConn) forget(n uint64, rc *rawCall) bool {
+// forget removes raw call n if still pending; a reply that came meanwhile
+// is drained, so that rc can be reused. With notify, it reports whether the
+// upstream is to be told of the abandoned call (it was pending and the
+// connection is up), and then counts the notification in c.notifying: the
+// caller must send it (notifyCancelled), which ends the count.
+func (c *stdioConn) forget(n uint64, rc *rawCall, notify bool) bool {
 	c.mu.Lock()
 	pending := c.pending[n] == rc
 	if pending {
 		delete(c.pending, n)
 	}
-	notify := pending && c.err == nil
+	notify = notify && pending && c.err == nil
 	if notify {
 		c.notifying.Add(1) // before Close's Wait: both under mu
 	}

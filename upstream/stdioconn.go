@@ -78,11 +78,22 @@ func (c *stdioConn) Connect(context.Context) (mcp.Connection, error) { return c,
 func (c *stdioConn) SessionID() string { return "" }
 
 // Read returns the next message for the SDK, delivering the responses to
-// raw calls met on the way.
-func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+// raw calls met on the way. Any error ends the connection, as it ends the
+// SDK's reading: pending raw calls fail at once. After Close it returns
+// io.EOF, as the SDK's own IOTransport does, so that a close is not
+// reported as the upstream's failure.
+func (c *stdioConn) Read(ctx context.Context) (msg jsonrpc.Message, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			if c.closedByUs() {
+				err = io.EOF
+			}
+			c.fail(err)
+		}
+	}()
 	for {
 		if len(c.queue) > 0 {
 			msg := c.queue[0]
@@ -91,7 +102,6 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		data, env, scanErr, err := c.readMessage()
 		if err != nil {
-			c.fail(err)
 			return nil, err
 		}
 		if bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("[")) {
@@ -220,6 +230,14 @@ func (c *stdioConn) Close() error {
 		c.notifying.Wait()
 	})
 	return c.closeErr
+}
+
+// closedByUs reports whether Close (or a failed write, which closes) ended
+// the connection before the current read failed.
+func (c *stdioConn) closedByUs() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil
 }
 
 // fail records the connection's end and fails every pending raw call.

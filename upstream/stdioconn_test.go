@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -419,5 +420,75 @@ func TestCallRawFraming(t *testing.T) {
 	}
 	if got, err := echo(ctx, u, "still"); err != nil || got != "still" {
 		t.Errorf("typed call after: %q, %v", got, err)
+	}
+}
+
+// brokenWriter fails every write, as a pipe whose reader exited does.
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+func (brokenWriter) Close() error              { return nil }
+
+// TestStdioConnWriteFails: a raw call whose request cannot be written fails
+// with the write's error, and the connection closes, also when the reader
+// has not yet seen the end; a later Close returns at once.
+func TestStdioConnWriteFails(t *testing.T) {
+	r, _ := io.Pipe() // never written: the reader does not see the end
+	c := newStdioConn(r, brokenWriter{}, 1<<20)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.call(context.Background(), nil, "tools/call", []byte(`{"name":"echo"}`))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.EPIPE) {
+			t.Errorf("call: %v, want the write's broken pipe", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a raw call whose write failed did not return")
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close after a failed write did not return")
+	}
+	if _, err := c.Read(context.Background()); err != io.EOF {
+		t.Errorf("Read after close: %v, want io.EOF", err)
+	}
+}
+
+// TestStdioConnUndecodableLineEndsRawCalls: a line the SDK cannot decode
+// ends the connection (the SDK stops reading at any Read error), so a
+// pending raw call fails at once instead of waiting for its timeout.
+func TestStdioConnUndecodableLineEndsRawCalls(t *testing.T) {
+	r, w := io.Pipe()
+	c := newStdioConn(r, nopWriteCloser{io.Discard}, 1<<20)
+	t.Cleanup(func() { c.Close() })
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.call(context.Background(), nil, "tools/call", []byte(`{"name":"echo"}`))
+		done <- err
+	}()
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.Read(context.Background())
+		read <- err
+	}()
+	if _, err := w.Write([]byte(`{"jsonrpc":"2.0","id":true,"result":{}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err == nil {
+		t.Fatal("Read of an undecodable message succeeded")
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the pending raw call succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pending raw call did not fail when the connection ended")
 	}
 }
