@@ -232,6 +232,7 @@ func (g *Gateway) settleOpened(cl *client) {
 var (
 	errSessionEvicted = errors.New("manifold: the session was ended to make room for a new one")
 	errSessionEnded   = errors.New("manifold: the credential of the session no longer authenticates")
+	errShuttingDown   = errors.New("manifold: the gateway is shutting down")
 )
 
 // endClient ends cl's session, which is no longer registered: an SSE

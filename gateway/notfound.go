@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
@@ -105,7 +106,7 @@ func upstreamNotFound(err error, kind nameKind, name string) bool {
 		return false
 	}
 	msg := strings.ToLower(rpcErr.Message)
-	if kind == kindResource {
+	if kind == kindResource && namesURI(rpcErr.Data, name) {
 		switch {
 		case rpcErr.Code == codeLegacyResourceNotFound:
 			return true
@@ -166,4 +167,21 @@ func endsName(msg, s string) bool {
 		i += j + 1
 	}
 	return false
+}
+
+// namesURI reports whether data, the data of an upstream's error, names
+// uri as the resource it is about, or names none: a not-found answer whose
+// data is about another URI (a handler's own lookup failing) is a genuine
+// error, not the requested URI missing.
+func namesURI(data json.RawMessage, uri string) bool {
+	if len(data) == 0 {
+		return true
+	}
+	var d struct {
+		URI *string `json:"uri"`
+	}
+	if json.Unmarshal(data, &d) != nil || d.URI == nil {
+		return true
+	}
+	return *d.URI == uri
 }

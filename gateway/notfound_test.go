@@ -46,6 +46,8 @@ func TestUpstreamNotFound(t *testing.T) {
 		{name: "invalid params on a prompt", err: rpc(-32602, `prompt "greet": missing required argument "person"`), kind: kindPrompt, of: "greet", want: false},
 		{name: "not a JSON-RPC error", err: errors.New(`unknown tool "echo"`), kind: kindTool, of: "echo", want: false},
 		{name: "nil", err: nil, kind: kindTool, of: "echo", want: false},
+		{name: "go-sdk not found naming the URI", err: fmt.Errorf("w: %w", &jsonrpc.Error{Code: -32602, Message: "Resource not found", Data: json.RawMessage(`{"uri":"test://a"}`)}), kind: kindResource, of: "test://a", want: true},
+		{name: "not found naming another URI", err: fmt.Errorf("w: %w", &jsonrpc.Error{Code: -32002, Message: "Resource not found", Data: json.RawMessage(`{"uri":"test://b"}`)}), kind: kindResource, of: "test://a", want: false},
 		{name: "empty name", err: rpc(-32602, "unknown tool "), kind: kindTool, of: "", want: false},
 	}
 	for _, tt := range tests {

@@ -243,6 +243,9 @@ func (g *Gateway) drain(up *upstream.Upstream) {
 	// Refused once Close has begun: Close stops up with the others.
 	g.life.Go(func(ctx context.Context) {
 		g.awaitDrained(ctx, up, timeout)
+		if ctx.Err() != nil {
+			return // Close stops up with the others, within its own deadline
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 		if err := up.Close(sctx); err != nil {

@@ -320,11 +320,12 @@ func (g *Gateway) watchSessionLocked(ss *mcp.ServerSession) {
 }
 
 // awaitSessionEnd runs f in a goroutine of the gateway once ss has ended,
-// and reports true; Close ends ss, so that the goroutine ends too. It
+// and reports true; Close ends ss, cancelling its calls in flight first
+// (the SDK's close waits for them), so that the goroutine ends too. It
 // reports false, and f never runs, while the gateway does not run.
 func (g *Gateway) awaitSessionEnd(ss *mcp.ServerSession, f func()) bool {
 	return g.life.Go(func(ctx context.Context) {
-		stop := context.AfterFunc(ctx, func() { _ = ss.Close() })
+		stop := context.AfterFunc(ctx, func() { g.closeSession(ss, errShuttingDown) })
 		defer stop()
 		_ = ss.Wait() // how it ended does not matter here
 		f()
