@@ -46,28 +46,10 @@ const (
 	quietWindow = 300 * time.Millisecond
 )
 
-var (
-	fixtureOnce sync.Once
-	fixtureBin  string
-	fixtureErr  error
-)
-
-// fixtureBinary builds cmd/manifold-fixture once, beside the manifold
-// binary (TestMain removes that directory).
+// fixtureBinary builds cmd/manifold-fixture once (helperBinary).
 func fixtureBinary(t *testing.T) string {
 	t.Helper()
-	fixtureOnce.Do(func() {
-		fixtureBin = filepath.Join(filepath.Dir(binary), "manifold-fixture")
-		build := exec.Command("go", "build", "-o", fixtureBin, "./cmd/manifold-fixture")
-		build.Dir = repo
-		if out, err := build.CombinedOutput(); err != nil {
-			fixtureErr = fmt.Errorf("building manifold-fixture: %v\n%s", err, out)
-		}
-	})
-	if fixtureErr != nil {
-		t.Fatal(fixtureErr)
-	}
-	return fixtureBin
+	return helperBinary(t, "manifold-fixture", "./cmd/manifold-fixture")
 }
 
 // startFixture runs the fixture over HTTP on 127.0.0.1 and returns its

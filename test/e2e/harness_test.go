@@ -209,3 +209,35 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// helpers are the test programs built beside the manifold binary, by name.
+var helpers struct {
+	mu    sync.Mutex
+	built map[string]error
+}
+
+// helperBinary builds the Go package pkg once per test run, as name beside
+// the manifold binary (TestMain removes that directory), and returns its
+// path.
+func helperBinary(t *testing.T, name, pkg string) string {
+	t.Helper()
+	path := filepath.Join(filepath.Dir(binary), name)
+	helpers.mu.Lock()
+	defer helpers.mu.Unlock()
+	err, done := helpers.built[name]
+	if !done {
+		build := exec.Command("go", "build", "-o", path, pkg)
+		build.Dir = repo
+		if out, berr := build.CombinedOutput(); berr != nil {
+			err = fmt.Errorf("building %s: %v\n%s", pkg, berr, out)
+		}
+		if helpers.built == nil {
+			helpers.built = map[string]error{}
+		}
+		helpers.built[name] = err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

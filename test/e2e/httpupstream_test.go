@@ -14,18 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
-
-var (
-	httpUpstreamOnce sync.Once
-	httpUpstreamBin  string
-	httpUpstreamErr  error
 )
 
 // httpUpstream is a running test/e2e/httpupstream: an MCP server over
@@ -40,18 +33,7 @@ type httpUpstream struct {
 // stopped when the test ends.
 func startHTTPUpstream(t *testing.T) *httpUpstream {
 	t.Helper()
-	httpUpstreamOnce.Do(func() {
-		httpUpstreamBin = filepath.Join(filepath.Dir(binary), "httpupstream")
-		build := exec.Command("go", "build", "-o", httpUpstreamBin, "./test/e2e/httpupstream")
-		build.Dir = repo
-		if out, err := build.CombinedOutput(); err != nil {
-			httpUpstreamErr = fmt.Errorf("building httpupstream: %v\n%s", err, out)
-		}
-	})
-	if httpUpstreamErr != nil {
-		t.Fatal(httpUpstreamErr)
-	}
-	cmd := exec.Command(httpUpstreamBin)
+	cmd := exec.Command(helperBinary(t, "httpupstream", "./test/e2e/httpupstream"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
