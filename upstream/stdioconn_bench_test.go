@@ -1,8 +1,10 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +56,20 @@ func BenchmarkCallTypedTool(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := u.CallTool(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStdioConnLongLine reads one 4 MiB message (a large tool result),
+// the case where the line is longer than the read buffer.
+func BenchmarkStdioConnLongLine(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 4<<20) + `"}}` + "\n")
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c := newStdioConn(io.NopCloser(bytes.NewReader(line)), nopWriteCloser{io.Discard}, 8<<20)
+		if _, err := c.readLine(c.max); err != nil {
 			b.Fatal(err)
 		}
 	}

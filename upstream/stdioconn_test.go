@@ -492,3 +492,43 @@ func TestStdioConnUndecodableLineEndsRawCalls(t *testing.T) {
 		t.Fatal("the pending raw call did not fail when the connection ended")
 	}
 }
+
+// TestStdioConnLongLines: a line longer than the read buffer arrives whole
+// and exact, at the limit too; one byte over is refused.
+func TestStdioConnLongLines(t *testing.T) {
+	const max = 5*stdioReadBuffer + 123
+	for _, tc := range []struct {
+		name    string
+		size    int // of the line, without its newline
+		tooLong bool
+	}{
+		{name: "several buffers", size: 3*stdioReadBuffer + 7},
+		{name: "exactly the limit", size: max},
+		{name: "one byte over", size: max + 1, tooLong: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`
+			suffix := `"}}`
+			line := prefix + strings.Repeat("x", tc.size-len(prefix)-len(suffix)) + suffix
+			c := newStdioConn(io.NopCloser(strings.NewReader(line+"\n")), nopWriteCloser{io.Discard}, max)
+			msg, err := c.Read(context.Background())
+			if tc.tooLong {
+				if !errors.Is(err, ErrTooLarge) {
+					t.Fatalf("Read: %v, want ErrTooLarge", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := jsonrpc.EncodeMessage(msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want, have any
+			if json.Unmarshal([]byte(line), &want) != nil || json.Unmarshal(got, &have) != nil || fmt.Sprint(want) != fmt.Sprint(have) {
+				t.Errorf("the %d-byte line did not arrive whole", tc.size)
+			}
+		})
+	}
+}
