@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,51 +54,11 @@ func fixtureBinary(t *testing.T) string {
 // endpoint URL. It is stopped when the test ends.
 func startFixture(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(fixtureBinary(t), append([]string{"--http", "127.0.0.1:0"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	_, line := startServerProc(t, "fixture", exec.Command(fixtureBinary(t), append([]string{"--http", "127.0.0.1:0"}, args...)...))
+	if !strings.HasPrefix(line, "http://127.0.0.1:") {
+		t.Fatalf("fixture announced %q", line)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("fixture did not exit within 10s of SIGTERM")
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	select {
-	case line := <-lines:
-		if !strings.HasPrefix(line, "http://127.0.0.1:") {
-			t.Fatalf("fixture announced %q", line)
-		}
-		return line
-	case <-done:
-		t.Fatal("fixture exited before announcing its address")
-	case <-time.After(30 * time.Second):
-		t.Fatal("fixture did not announce its address within 30s")
-	}
-	return ""
+	return line
 }
 
 // upstreamKind is one way the gateway reaches the fixture.

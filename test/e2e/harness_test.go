@@ -241,3 +241,63 @@ func helperBinary(t *testing.T, name, pkg string) string {
 	}
 	return path
 }
+
+// serverProc is a helper server process (a fixture or test upstream) that
+// announces its address as its first line on stdout.
+type serverProc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
+}
+
+// startServerProc starts cmd in its own process group and returns it with
+// the first line it prints (its address), within 30 s. It is stopped when
+// the test ends.
+func startServerProc(t *testing.T, name string, cmd *exec.Cmd) (*serverProc, string) {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{name: name, cmd: cmd, done: make(chan struct{})}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	select {
+	case line := <-lines:
+		return p, line
+	case <-p.done:
+		t.Fatalf("%s exited before announcing its address", name)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not announce its address within 30s", name)
+	}
+	return nil, ""
+}
+
+// stop ends the process (SIGTERM, then SIGKILL after 10 s); stopping it
+// again does nothing.
+func (p *serverProc) stop(t *testing.T) {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s did not exit within 10s of SIGTERM", p.name)
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}

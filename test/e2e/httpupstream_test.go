@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,59 +23,16 @@ import (
 // httpUpstream is a running test/e2e/httpupstream: an MCP server over
 // HTTP with the tools echo and big (see its doc for the paths).
 type httpUpstream struct {
-	url  string // http://127.0.0.1:PORT
-	cmd  *exec.Cmd
-	done chan struct{}
+	*serverProc
+	url string // http://127.0.0.1:PORT
 }
 
 // startHTTPUpstream builds (once) and starts test/e2e/httpupstream; it is
 // stopped when the test ends.
 func startHTTPUpstream(t *testing.T) *httpUpstream {
 	t.Helper()
-	cmd := exec.Command(helperBinary(t, "httpupstream", "./test/e2e/httpupstream"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	u := &httpUpstream{cmd: cmd, done: make(chan struct{})}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		cmd.Wait()
-		close(u.done)
-	}()
-	t.Cleanup(func() { u.stop(t) })
-	select {
-	case u.url = <-lines:
-	case <-u.done:
-		t.Fatal("httpupstream exited before announcing its address")
-	case <-time.After(30 * time.Second):
-		t.Fatal("httpupstream did not announce its address within 30s")
-	}
-	return u
-}
-
-// stop ends the server (SIGTERM, then SIGKILL after 10s).
-func (u *httpUpstream) stop(t *testing.T) {
-	u.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-u.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("httpupstream did not exit within 10s of SIGTERM")
-		u.cmd.Process.Kill()
-		<-u.done
-	}
+	p, url := startServerProc(t, "httpupstream", exec.Command(helperBinary(t, "httpupstream", "./test/e2e/httpupstream")))
+	return &httpUpstream{serverProc: p, url: url}
 }
 
 // sawToken reports whether a request carried the query parameter
