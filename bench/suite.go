@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
-	"time"
 )
 
 // report is the part of manifold-bench's JSON report the suite uses.
@@ -53,6 +52,13 @@ type measurement struct {
 // run measures every target at every session count, cfg.rounds times, in
 // alternation, then prints the medians.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	if cfg.memory {
+		payloads, idles, err := runMemory(ctx, cfg, stdout, stderr)
+		return errors.Join(err, writeJSON(cfg.jsonOut, struct {
+			Payloads []payloadResult `json:"payloads"`
+			Idle     []idleResult    `json:"idle_sessions"`
+		}{payloads, idles}))
+	}
 	targets := allTargets
 	if len(cfg.targets) > 0 {
 		targets = nil
@@ -83,31 +89,33 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	meds := medians(all)
 	printTable(stdout, cfg, targets, meds)
-	if cfg.jsonOut != "" {
-		data, err := json.MarshalIndent(struct {
-			Measurements []measurement `json:"measurements"`
-			Medians      []median      `json:"medians"`
-		}{all, meds}, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(cfg.jsonOut, data, 0o644); err != nil {
-			return err
-		}
+	err := writeJSON(cfg.jsonOut, struct {
+		Measurements []measurement `json:"measurements"`
+		Medians      []median      `json:"medians"`
+	}{all, meds})
+	return errors.Join(append(failures, err)...)
+}
+
+// writeJSON writes v as indented JSON to file, unless file is "".
+func writeJSON(file string, v any) error {
+	if file == "" {
+		return nil
 	}
-	return errors.Join(failures...)
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
 }
 
 // measure starts target's servers, runs manifold-bench against them and
 // stops them. A run with failed calls is an error.
 func measure(ctx context.Context, cfg config, t *target, sessions int) (*report, error) {
-	dir, err := os.MkdirTemp("", "manifold-bench-*")
+	e, err := newEnv(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	e := &env{binDir: cfg.binDir, dir: dir, timeout: 30 * time.Second}
-	defer e.stop()
+	defer e.close()
 	targetArgs, err := t.start(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("start: %w\n%s", err, e.logTail())
