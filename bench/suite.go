@@ -32,6 +32,9 @@ type report struct {
 		Processes int    `json:"processes"`
 		Err       string `json:"error"`
 	} `json:"rss"`
+	CPU struct {
+		PerCall float64 `json:"per_call_us"`
+	} `json:"cpu"`
 }
 
 type latency struct {
@@ -153,6 +156,9 @@ type median struct {
 	List        float64 `json:"list_tools_p50_ms"`
 	RSS         float64 `json:"rss_peak_mib"`
 	Processes   int     `json:"processes"`
+	// CPU is the server process's own CPU per call (µs): the gateway's,
+	// not its upstreams'.
+	CPU float64 `json:"cpu_per_call_us"`
 }
 
 func medians(ms []measurement) []median {
@@ -190,6 +196,7 @@ func medians(ms []measurement) []median {
 			List:        med(func(r report) float64 { return r.ListTools.P50 }),
 			RSS:         med(func(r report) float64 { return mib(r.RSS.PeakBytes) }),
 			Processes:   rs[len(rs)-1].RSS.Processes,
+			CPU:         med(func(r report) float64 { return r.CPU.PerCall }),
 		})
 	}
 	return out
@@ -226,14 +233,14 @@ func printTable(w io.Writer, cfg config, targets []*target, meds []median) {
 	for _, sessions := range cfg.sessions {
 		fmt.Fprintf(w, "\n%d session(s)\n", sessions)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "target\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tinit ms\tlist ms\tRSS MiB\tprocs\tcalls/s x\tp50 x\tp99 x\tRSS x\t")
+		fmt.Fprintln(tw, "target\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tinit ms\tlist ms\tRSS MiB\tprocs\tCPU µs/call\tcalls/s x\tp50 x\tp99 x\tRSS x\t")
 		for _, t := range targets {
 			m := find(t.name, sessions)
 			if m == nil {
-				fmt.Fprintf(tw, "%s\t(failed)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", t.name)
+				fmt.Fprintf(tw, "%s\t(failed)\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", t.name)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t", t.name, m.CallsPerSec, m.P50, m.P90, m.P99, m.Max, m.Init, m.List, m.RSS, m.Processes)
+			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t%.0f\t", t.name, m.CallsPerSec, m.P50, m.P90, m.P99, m.Max, m.Init, m.List, m.RSS, m.Processes, m.CPU)
 			if d := find(t.direct, sessions); t.direct != "" && d != nil {
 				fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t\n", ratio(m.CallsPerSec, d.CallsPerSec), ratio(m.P50, d.P50), ratio(m.P99, d.P99), ratio(m.RSS, d.RSS))
 			} else {
