@@ -192,13 +192,14 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.current().cfg.Gateway.Timeouts.Drain)
 	defer cancel()
 	// Stop accepting, let the requests in flight finish within the drain
-	// timeout, then close the sessions: their long-lived streams (SSE, GET)
-	// never end by themselves, and Shutdown waits for them.
+	// timeout, then close the sessions, cancelling the calls still in
+	// flight (the SDK's Close waits for them): their long-lived streams
+	// (SSE, GET) never end by themselves, and Shutdown waits for them.
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
 	g.waitIdle(sctx)
 	for ss := range g.server.Sessions() {
-		ss.Close()
+		g.closeSession(ss, errShuttingDown)
 	}
 	err := <-shut
 	if errors.Is(err, context.DeadlineExceeded) {
