@@ -306,6 +306,10 @@ func (g *Gateway) settleOpened(cl *client) {
 		// As the SDK does: a session whose initialize failed is no session.
 		g.clients.remove(cl)
 		g.endClient(cl, errNotInitialized)
+	default:
+		if ce := g.log.Check(zap.DebugLevel, "session opened"); ce != nil {
+			ce.Write(zap.String(keyPrincipal, ownerName(cl.id)), zap.String(keyVersion, cl.protocolVersion()))
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ func (g *Gateway) sweepIdle(ctx context.Context) {
 		idle := g.current().cfg.Gateway.Limits.SessionIdleTimeout
 		gone, next := g.clients.takeIdle(time.Now(), idle)
 		for _, cl := range gone {
-			g.log.Debug("idle session ended", zap.String(keyPrincipal, ownerName(cl.id)), zap.Duration("idle", idle))
+			g.log.Debug("idle session ended", zap.String(keyPrincipal, ownerName(cl.id)), zap.Duration(keyIdle, idle))
 			g.endClient(cl, errSessionIdle)
 		}
 		t.Reset(next)

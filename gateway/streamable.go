@@ -177,6 +177,11 @@ func (g *Gateway) openSession(w http.ResponseWriter, r *http.Request) {
 	if !readInitialize(w, r) {
 		return
 	}
+	if g.life.Closed() { // Close would not end it
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	cl, ok := g.openClient(w, r, kindStreamable, nil, rand.Text())
 	if !ok {
 		return

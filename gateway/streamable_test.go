@@ -283,3 +283,28 @@ func TestShutdownEndsEverySession(t *testing.T) {
 	hc.CloseIdleConnections()
 	goleak.VerifyNone(t, before)
 }
+
+// TestSessionProtocolVersion: a session's record knows the version its
+// initialize negotiated, as the client was told.
+func TestSessionProtocolVersion(t *testing.T) {
+	gw, srv := newHTTPGateway(t, nil)
+	for _, tc := range []struct{ asked, want string }{
+		{asked: "2025-06-18", want: "2025-06-18"},
+		{asked: "2025-11-25", want: "2025-11-25"},
+		{asked: "2024-01-01", want: latestSessionVersion},
+	} {
+		t.Run(tc.asked, func(t *testing.T) {
+			resp, body := post(t, srv.URL+"/mcp", strings.Replace(initBody, "2025-11-25", tc.asked, 1), nil)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"protocolVersion":"`+tc.want+`"`) {
+				t.Fatalf("initialize asking for %s: %d %s, want %s", tc.asked, resp.StatusCode, body, tc.want)
+			}
+			v, ok := gw.clients.byID.Load(resp.Header.Get("Mcp-Session-Id"))
+			if !ok {
+				t.Fatal("the session is not in the table")
+			}
+			if got := v.(*client).protocolVersion(); got != tc.want {
+				t.Errorf("the record's version is %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
