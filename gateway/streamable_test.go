@@ -163,7 +163,7 @@ func TestSessionRequests(t *testing.T) {
 // gateway.limits.sessionIdleTimeout, and not one with a call in flight or
 // its GET stream open, though their last requests began before.
 func TestIdleSessionsEnd(t *testing.T) {
-	h := newPrincipalsHarness(t, func(c *config.Config) { c.Gateway.Limits.SessionIdleTimeout = 500 * time.Millisecond })
+	h := newPrincipalsHarness(t, func(c *config.Config) { c.Gateway.Limits.SessionIdleTimeout = 2 * time.Second })
 	open := func() string {
 		sid, status, body := openRaw(t, h.srv.URL, aliceKey)
 		if status != http.StatusOK {
