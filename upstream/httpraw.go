@@ -472,6 +472,14 @@ func (h *httpRaw) readStream(body io.Reader, n uint64) ([]byte, *jsonrpc.Error, 
 			return nil, nil, err
 		}
 		ours, result, rpcErr, msg, err := answer(data, n)
+		if len(data) > h.u.opts.MaxMessageBytes {
+			// Within the event's bound (limitTransport allows the SSE
+			// framing beside the message) but over the message's.
+			if ours {
+				return nil, nil, ErrTooLarge
+			}
+			continue
+		}
 		if ours {
 			r.take() // result is a subslice of data
 			return result, rpcErr, err
