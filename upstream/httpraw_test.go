@@ -160,14 +160,18 @@ func (r *rawHTTPRelay) CreateMessage(context.Context, *Upstream, *mcpx.CreateMes
 }
 
 // startRawHTTP starts the fixture (JSON answers or event streams; stateful
-// or stateless) and an http Upstream over it.
-func startRawHTTP(t testing.TB, jsonAnswers, stateless bool, opts *Options) (*Upstream, *rawHTTPFixture) {
+// or stateless), behind wrap if given, and an http Upstream over it.
+func startRawHTTP(t testing.TB, jsonAnswers, stateless bool, opts *Options, wrap ...func(http.Handler) http.Handler) (*Upstream, *rawHTTPFixture) {
 	t.Helper()
 	f := &rawHTTPFixture{slowEnded: make(chan struct{}, 4), sampled: make(chan string, 4), stop: make(chan struct{})}
 	srv := f.server()
 	f.next = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{JSONResponse: jsonAnswers, Stateless: stateless})
-	hs := httptest.NewServer(f)
+	var h http.Handler = f
+	for _, w := range wrap {
+		h = w(h)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
