@@ -57,6 +57,10 @@ func (e *httpStatusError) Error() string {
 	return "HTTP " + strconv.Itoa(e.status) + " " + http.StatusText(e.status)
 }
 
+// requestOverhead is room enough for a raw request's envelope beside its
+// method, params and _meta members.
+const requestOverhead = 96
+
 // cancelTimeout bounds the POST of notifications/cancelled and of the
 // answer to a server request.
 const cancelTimeout = 5 * time.Second
@@ -171,14 +175,10 @@ func (h *httpRaw) close() {
 // call implements rawConn.
 func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
 	n := h.nextID.Add(1)
-	bp := lineBuffers.Get().(*[]byte)
-	body, name, err := h.appendRequest((*bp)[:0], n, method, params)
-	defer func() {
-		if cap(body) <= lineBufferKeep {
-			*bp = body[:0]
-			lineBuffers.Put(bp)
-		}
-	}()
+	// One allocation at the request's size, not pooled: the transport may
+	// still read a request body after RoundTrip returned (net/http), and
+	// limitTransport reads it again to answer an oversized message.
+	body, name, err := h.appendRequest(make([]byte, 0, requestOverhead+len(method)+len(params)+len(h.meta)), n, method, params)
 	if err != nil {
 		return nil, nil, err
 	}
