@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,6 +97,9 @@ type httpRaw struct {
 	meta   []byte
 	nextID atomic.Uint64
 	group  *lifecycle.Group
+	// params caches the x-mcp-header bindings of the current catalog's
+	// tools (stateless versions).
+	params atomic.Pointer[paramHeaders]
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -214,6 +216,11 @@ func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method str
 		req.Header["Mcp-Method"] = []string{method}
 		if name != "" {
 			req.Header["Mcp-Name"] = []string{headerValue(name)}
+		}
+		if method == "tools/call" {
+			if b := h.toolBindings(name); b != nil {
+				setParamHeaders(req.Header, b, params)
+			}
 		}
 	}
 	result, rpcErr, err := h.exchange(req, n)
@@ -343,20 +350,6 @@ func mergeMeta(params, meta []byte) ([]byte, string, error) {
 	}
 	out, err := json.Marshal(p)
 	return out, name, err
-}
-
-// headerValue returns v as the value of an Mcp-Name header: as it is when
-// it is plain visible ASCII, else in the spec's Base64 sentinel form.
-func headerValue(v string) string {
-	plain := v != "" && v[0] != ' ' && v[0] != '\t' && v[len(v)-1] != ' ' && v[len(v)-1] != '\t' &&
-		!(len(v) >= len("=?base64??=") && v[:len("=?base64?")] == "=?base64?" && v[len(v)-2:] == "?=")
-	for i := 0; plain && i < len(v); i++ {
-		plain = v[i] == ' ' || v[i] == '\t' || 0x21 <= v[i] && v[i] <= 0x7e
-	}
-	if plain {
-		return v
-	}
-	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
 }
 
 // exchange sends req and reads its answer to raw call n.

@@ -58,6 +58,14 @@ func (f *rawHTTPFixture) server() *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
 		return text(in.Message), nil, nil
 	})
+	// region mirrors two arguments into Mcp-Param-* headers (2026-07-28).
+	srv.AddTool(&mcp.Tool{Name: "region", InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+		"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+		"where": map[string]any{"type": "object", "properties": map[string]any{
+			"zone": map[string]any{"type": "integer", "x-mcp-header": "Zone"}}},
+	}}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text("routed"), nil
+	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "big"}, func(_ context.Context, _ *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
 		return text(strings.Repeat("x", in.N)), nil, nil
 	})
@@ -485,6 +493,25 @@ func TestCallRawHTTPStateless(t *testing.T) {
 	}
 }
 
+// TestCallRawHTTPParamHeaders: a stateless upstream's tool whose
+// parameters carry x-mcp-header annotations gets them mirrored into
+// Mcp-Param-* headers (Base64 when not plain ASCII), which the server
+// checks against the body.
+func TestCallRawHTTPParamHeaders(t *testing.T) {
+	checkLeaks(t)
+	u, f := startRawHTTP(t, true, true, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := u.CallRaw(ctx, "tools/call", []byte(`{"name":"region","arguments":{"region":"Zürich ","where":{"zone":7}}}`))
+	if err != nil || !bytes.Contains(got, []byte(`"routed"`)) {
+		t.Fatalf("CallRaw = %s, %v", got, err)
+	}
+	p := f.rawPosts()[0]
+	if r, z := p.header.Get("Mcp-Param-Region"), p.header.Get("Mcp-Param-Zone"); r != "=?base64?WsO8cmljaCA=?=" || z != "7" {
+		t.Errorf("Mcp-Param-Region = %q, Mcp-Param-Zone = %q", r, z)
+	}
+}
+
 // TestHTTPRawRequest: the request line of a raw call to a stateless
 // upstream carries our _meta members, whatever the params hold; Mcp-Name
 // is the name or URI.
@@ -555,5 +582,23 @@ func TestCallRawSSEUnsupported(t *testing.T) {
 	}
 	if _, err := u.CallRaw(context.Background(), "tools/call", []byte(`{"name":"echo"}`)); !errors.Is(err, ErrRawUnsupported) {
 		t.Errorf("CallRaw = %v, want ErrRawUnsupported", err)
+	}
+}
+
+// TestHeaderValue: the spec's encoding examples.
+func TestHeaderValue(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{in: "us-west1", want: "us-west1"},
+		{in: "Hello, 世界", want: "=?base64?SGVsbG8sIOS4lueVjA==?="},
+		{in: " padded ", want: "=?base64?IHBhZGRlZCA=?="},
+		{in: "line1\nline2", want: "=?base64?bGluZTEKbGluZTI=?="},
+		{in: "=?base64?literal?=", want: "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="},
+		{in: "file:///a b", want: "file:///a b"},
+		{in: "", want: ""},
+	}
+	for _, tt := range tests {
+		if got := headerValue(tt.in); got != tt.want {
+			t.Errorf("headerValue(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
