@@ -89,7 +89,7 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	if !g.permit(ctx, &c) {
 		return zero, m.unknown(req, c.name)
 	}
-	if err := g.upstreamSession(ctx, &c, req); err != nil {
+	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
 		return zero, upstreamError(err)
 	}
 	return forward(ctx, g, m, req, c.route, c.snap)

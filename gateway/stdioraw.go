@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/manifold-mcp/manifold/internal/envelope"
+	"github.com/manifold-mcp/manifold/internal/telemetry"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioFront is the raw path's front of one stdio session (ServeStdio):
+// filterLines hands it every well-formed client line, and it serves those
+// rawTake accepts, each in a goroutine of its own, as the SDK serves
+// calls. Their responses go to the session's one output, beside the SDK's
+// writes, and what their upstreams send for them (progress, logs,
+// sampling, elicitation, roots) goes through the SDK session on that same
+// output (relay.go); the client's answers to such requests reach the SDK,
+// which sent them.
+//
+// It keeps what the SDK keeps for its own calls: the ids in flight, so
+// that a duplicate id is refused as the SDK refuses one, and that the
+// client's notifications/cancelled for a raw call cancels it.
+type stdioFront struct {
+	g   *Gateway
+	out *lockedWriter
+	ss  atomic.Pointer[mcp.ServerSession] // nil until the SDK session is connected
+
+	ctx    context.Context // the session's; cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // raw calls in flight
+
+	mu    sync.Mutex
+	calls map[string]context.CancelFunc // raw calls in flight, by idKey
+	done  bool                          // close has begun: no new call
+}
+
+var _ rawFront = (*stdioFront)(nil)
+
+func newStdioFront(ctx context.Context, g *Gateway, out *lockedWriter) *stdioFront {
+	f := &stdioFront{g: g, out: out, calls: map[string]context.CancelFunc{}}
+	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return f
+}
+
+// close waits for the raw calls in flight to end, after cancelling them
+// when cancel is set (the gateway stops); a client that closed its input
+// still gets the answers to the calls it sent, as from the SDK.
+func (f *stdioFront) close(cancel bool) {
+	f.mu.Lock()
+	f.done = true
+	f.mu.Unlock()
+	if cancel {
+		f.cancel()
+	}
+	f.wg.Wait()
+	f.cancel()
+}
+
+func (f *stdioFront) session() *mcp.ServerSession { return f.ss.Load() }
+func (f *stdioFront) caller() caller              { return caller{local: true} }
+func (f *stdioFront) transport() string           { return telemetry.TransportPipe }
+
+// reply writes a response line. A write that fails has ended the session
+// (the SDK's next write fails alike), so its error is not kept.
+func (f *stdioFront) reply(msg []byte) {
+	_, _ = f.out.Write(append(msg, '\n'))
+}
+
+// take serves msg, a client line Scan read as env, when it is a raw call
+// or the cancellation of one, and reports whether it did; false leaves
+// msg to the SDK. msg is copied: the caller reuses it.
+func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
+	if !env.ID.Present() && bytes.Equal(env.Method.In(msg), []byte(`"notifications/cancelled"`)) {
+		return f.cancelled(msg)
+	}
+	r := f.g.rawTake(f, bytes.Clone(msg), env)
+	if r == nil {
+		return false
+	}
+	key := idKey(r.id())
+	f.mu.Lock()
+	if f.done {
+		f.mu.Unlock()
+		return false // the session is ending: the SDK answers
+	}
+	if _, dup := f.calls[key]; dup {
+		f.mu.Unlock()
+		f.reply(duplicateID(r.id()))
+		return true
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	f.calls[key] = cancel
+	f.wg.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.wg.Done()
+		out := f.g.serveRaw(ctx, f, r)
+		f.end(key, cancel)
+		f.reply(out)
+	}()
+	return true
+}
+
+// end forgets the raw call of key.
+func (f *stdioFront) end(key string, cancel context.CancelFunc) {
+	f.mu.Lock()
+	delete(f.calls, key)
+	f.mu.Unlock()
+	cancel()
+}
+
+// cancelled cancels the raw call a notifications/cancelled names, and
+// reports whether there was one; one for another id goes to the SDK.
+func (f *stdioFront) cancelled(msg []byte) bool {
+	var n struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg, &n) != nil || len(n.Params.RequestID) == 0 {
+		return false
+	}
+	f.mu.Lock()
+	cancel, ok := f.calls[idKey(n.Params.RequestID)]
+	f.mu.Unlock()
+	if ok {
+		cancel()
+	}
+	return ok
+}
+
+// idKey is the key of a JSON-RPC id, string or number, as the SDK tells
+// ids apart: a string by its value, a number by its text.
+func idKey(id []byte) string {
+	if len(id) > 0 && id[0] == '"' {
+		return "s" + string(envelope.Text(id))
+	}
+	return "n" + string(id)
+}
+
+// duplicateID is the SDK's answer to a request whose id is in flight
+// already: an invalid request, without an id (so that it is not taken for
+// the answer to the call in flight).
+func duplicateID(id []byte) []byte {
+	text := id
+	if len(id) > 0 && id[0] == '"' {
+		text = envelope.Text(id)
+	}
+	msg, _ := json.Marshal("invalid request: request ID {" + string(text) + "} already in use")
+	return []byte(`{"jsonrpc":"2.0","error":{"code":-32600,"message":` + string(msg) + `}}`)
+}
