@@ -10,6 +10,7 @@ const (
 	keyReason  = "reason"
 	keyKind    = "kind"
 	keyName    = "name"
+	keyID      = "id"
 	keyAddr    = "addr"
 
 	keyPrincipal = "principal"

@@ -236,11 +236,11 @@ func (r *rawRequest) unknown() error {
 }
 
 // rawArguments returns r's arguments for the audit log: the bytes as the
-// client sent them (the audit writer redacts and canonicalises them), nil
-// when there are none, as on the slow path.
+// client sent them (the audit writer redacts and canonicalises them), or
+// nil as on the slow path: when there are none, or for a prompt, empty.
 func rawArguments(r *rawRequest) any {
 	args := r.env.Arguments.In(r.msg)
-	if args == nil || emptyObject(args) {
+	if args == nil || r.m.kind == policy.Prompt && emptyObject(args) {
 		return nil
 	}
 	return json.RawMessage(args)

@@ -10,6 +10,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/envelope"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 )
 
 // stdioFront is the raw path's front of one stdio session (ServeStdio):
@@ -22,7 +23,7 @@ import (
 // which sent them.
 //
 // It keeps what the SDK keeps for its own calls: the ids in flight, so
-// that a duplicate id is refused as the SDK refuses one, and that the
+// that a duplicate id is dropped as the SDK drops one, and that the
 // client's notifications/cancelled for a raw call cancels it.
 type stdioFront struct {
 	g   *Gateway
@@ -88,8 +89,10 @@ func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
 		return false // the session is ending: the SDK answers
 	}
 	if _, dup := f.calls[key]; dup {
+		// As the SDK does: dropped unanswered, since an answer with this
+		// id would be taken for the call's.
 		f.mu.Unlock()
-		f.reply(duplicateID(r.id()))
+		f.g.log.Warn("stdio: a request reuses the id of a call in flight; dropped", zap.ByteString(keyID, r.id()))
 		return true
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -142,14 +145,3 @@ func idKey(id []byte) string {
 	return "n" + string(id)
 }
 
-// duplicateID is the SDK's answer to a request whose id is in flight
-// already: an invalid request, without an id (so that it is not taken for
-// the answer to the call in flight).
-func duplicateID(id []byte) []byte {
-	text := id
-	if len(id) > 0 && id[0] == '"' {
-		text = envelope.Text(id)
-	}
-	msg, _ := json.Marshal("invalid request: request ID {" + string(text) + "} already in use")
-	return []byte(`{"jsonrpc":"2.0","error":{"code":-32600,"message":` + string(msg) + `}}`)
-}
