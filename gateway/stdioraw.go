@@ -144,4 +144,3 @@ func idKey(id []byte) string {
 	}
 	return "n" + string(id)
 }
-
