@@ -14,13 +14,13 @@ import (
 // answers, done to the upstream's bytes. Most results pass through
 // untouched, never decoded: a tokenizer walk (envelope.Members,
 // envelope.HasKey) tells whether one holds anything the slow path would
-// change. Only such a result is decoded into the SDK's type, rewritten by
+// change, and the upstream's serverInfo is cut out of its _meta (trim).
+// Only a result that holds more is decoded into the SDK's type, rewritten by
 // the slow path's own function (rewriteTool, rewritePrompt, rewriteRead)
 // and encoded again:
 //   - a URI to put into the client's namespace (a resource_link or an
 //     embedded resource of a prefixed server; every resources/read result
 //     of one, whose contents name their URIs);
-//   - a top-level _meta (which may hold the upstream's serverInfo);
 //   - a tool result with isError (which may be the upstream's way of
 //     saying the tool does not exist: toolResultNotFound);
 //   - a resources/read under a policy (its cacheScope);
@@ -67,7 +67,8 @@ func (g *Gateway) rewriteRaw(r *rawRequest, rt route, res []byte, err error) ([]
 		}
 		return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: text, Data: data}
 	}
-	if !r.needsDecode(res, rt) {
+	res, decode := r.trim(res, rt)
+	if !decode {
 		return res, false, nil
 	}
 	var out []byte
@@ -113,25 +114,46 @@ func rewriteDecoded[T any](res []byte, rewrite func(*T) (*T, error)) (*T, []byte
 	return v, out, nil
 }
 
-// needsDecode reports whether res, the upstream's result for r on rt,
-// holds something the slow path's rewrite changes (see above).
-func (r *rawRequest) needsDecode(res []byte, rt route) bool {
+// trim returns res, the upstream's result for r on rt, without the
+// upstream's serverInfo in its _meta (and without a _meta left empty), as
+// rewrite.go's functions drop it, and whether the result still holds
+// something the slow path's rewrite changes (see above).
+func (r *rawRequest) trim(res []byte, rt route) ([]byte, bool) {
 	var spans [2]envelope.Span
-	if err := envelope.Members(res, resultKeys, spans[:]); err != nil || spans[1].Present() {
-		return true
+	if err := envelope.Members(res, resultKeys, spans[:]); err != nil {
+		return res, true
+	}
+	if spans[1].Present() {
+		meta, removed, err := envelope.RemoveMember(spans[1].In(res), metaServerInfo)
+		switch {
+		case err != nil:
+			return res, true
+		case removed && emptyObject(meta):
+			if res, _, err = envelope.RemoveMember(res, "_meta"); err != nil {
+				return res, true
+			}
+		case removed:
+			out := make([]byte, 0, len(res)-(spans[1].End-spans[1].Start)+len(meta))
+			out = append(out, res[:spans[1].Start]...)
+			out = append(out, meta...)
+			res = append(out, res[spans[1].End:]...)
+		}
+		if err := envelope.Members(res, resultKeys, spans[:]); err != nil {
+			return res, true
+		}
 	}
 	switch {
 	case r.m.kind == policy.Tool && string(spans[0].In(res)) == "true":
-		return true
+		return res, true
 	case r.m.kind == policy.Resource && !r.c.snap.access.policy.Unrestricted():
-		return true
+		return res, true
 	case rt.prefix == "":
-		return false
+		return res, false
 	case r.m.kind == policy.Resource:
-		return true
+		return res, true
 	}
 	has, err := envelope.HasKey(res, "uri")
-	return has || err != nil
+	return res, has || err != nil
 }
 
 // notFoundKind is what an upstream's not-found answer to r is about.

@@ -74,3 +74,76 @@ func HasKey(v []byte, key string) (bool, error) {
 	}
 	return s.found, nil
 }
+
+// RemoveMember returns obj, one JSON object, without its top-level member
+// key (and the comma that separated it), and whether it had one; obj
+// itself when it had none. A key that is key but escaped, non-ASCII or
+// case-variant, or a duplicate of it, is ErrNotSimple.
+func RemoveMember(obj []byte, key string) ([]byte, bool, error) {
+	names := []string{key}
+	s := scanner{b: obj}
+	s.ws()
+	if s.i >= len(obj) {
+		return obj, false, ErrTruncated
+	}
+	if obj[s.i] != '{' {
+		if err := s.skip(0); err != nil {
+			return obj, false, err
+		}
+		return obj, false, errNotObject
+	}
+	empty, err := s.open()
+	if err != nil || empty {
+		if err == nil {
+			err = s.end()
+		}
+		return obj, false, err
+	}
+	cut := Span{}
+	prevEnd := -1 // where the previous member's value ended
+	for {
+		keyStart := s.i
+		m, err := s.key()
+		if err != nil {
+			return obj, false, err
+		}
+		k, err := lookup(m, names)
+		if err != nil {
+			return obj, false, err
+		}
+		if err := s.skip(1); err != nil {
+			return obj, false, err
+		}
+		if k == 0 {
+			if cut.Present() {
+				return obj, false, errDuplicate
+			}
+			if prevEnd >= 0 {
+				cut = Span{prevEnd, s.i} // ",key:value"
+			} else {
+				cut = Span{keyStart, s.i} // "key:value", and the comma after it below
+			}
+		}
+		valueEnd := s.i
+		more, err := s.next()
+		if err != nil {
+			return obj, false, err
+		}
+		if k == 0 && prevEnd < 0 && more {
+			cut.End = s.i // the comma and the blanks up to the next key
+		}
+		if !more {
+			if err := s.end(); err != nil {
+				return obj, false, err
+			}
+			break
+		}
+		prevEnd = valueEnd
+	}
+	if !cut.Present() {
+		return obj, false, nil
+	}
+	out := make([]byte, 0, len(obj)-(cut.End-cut.Start))
+	out = append(out, obj[:cut.Start]...)
+	return append(out, obj[cut.End:]...), true, nil
+}

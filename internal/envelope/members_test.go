@@ -76,3 +76,35 @@ func TestHasKey(t *testing.T) {
 		t.Errorf("truncated: err = %v", err)
 	}
 }
+
+func TestRemoveMember(t *testing.T) {
+	tests := []struct {
+		name, obj, want string
+		removed         bool
+		err             error
+	}{
+		{name: "only", obj: `{"k":{"a":1}}`, want: `{}`, removed: true},
+		{name: "first", obj: `{"k":1, "b":2}`, want: `{"b":2}`, removed: true},
+		{name: "middle", obj: `{"a":1,"k":[1,{"k":2}],"b":2}`, want: `{"a":1,"b":2}`, removed: true},
+		{name: "last", obj: `{"a":1 , "k":"x" }`, want: `{"a":1 }`, removed: true},
+		{name: "absent", obj: `{"a":{"k":1}}`, want: `{"a":{"k":1}}`},
+		{name: "empty", obj: `{}`, want: `{}`},
+		{name: "duplicate", obj: `{"k":1,"k":2}`, err: ErrNotSimple},
+		{name: "escaped", obj: `{"\u006b":1}`, err: ErrNotSimple},
+		{name: "truncated", obj: `{"k":1`, err: ErrSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, removed, err := RemoveMember([]byte(tt.obj), "k")
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("err = %v, want %v", err, tt.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.want || removed != tt.removed {
+				t.Errorf("RemoveMember = %s, %v, %v; want %s, %v", got, removed, err, tt.want, tt.removed)
+			}
+		})
+	}
+}
