@@ -11,6 +11,7 @@ const (
 	keyKind    = "kind"
 	keyName    = "name"
 	keyID      = "id"
+	keyPath    = "path" // of a call: "raw" (rawcall.go)
 	keyAddr    = "addr"
 
 	keyPrincipal = "principal"

@@ -196,6 +196,9 @@ func (g *Gateway) serveRaw(ctx context.Context, f rawFront, r *rawRequest) []byt
 			g.writeAudit(ctx, ss, x, start, fa, err)
 		}
 	}
+	if ce := g.log.Check(zap.DebugLevel, "call served"); ce != nil {
+		ce.Write(zap.String(keyPath, "raw"), zap.String(keyKind, r.m.name), zap.String(keyName, r.c.name))
+	}
 	return rawResponse(r.id(), res, err)
 }
 
