@@ -273,3 +273,56 @@ func TestRawReloadMidCallAuditsUnderTheDecidingSnapshot(t *testing.T) {
 		t.Errorf("the call after the reload: %v", recs[1])
 	}
 }
+
+// TestRawAnswersEqualTheSDKPaths: for every kind of call and outcome the
+// raw path answers what the SDK path answers for the same request: the
+// same result (URIs in the client's namespace, the upstream's serverInfo
+// gone) or the same error (code, message, data), denials and unknown
+// names included, for upstreams on 2026-07-28 and before.
+func TestRawAnswersEqualTheSDKPaths(t *testing.T) {
+	params := []struct{ name, method, params string }{
+		{"tool", "tools/call", `{"name":"fx__echo","arguments":{"message":"hi"}}`},
+		{"tool error", "tools/call", `{"name":"fx__test_error_handling","arguments":{}}`},
+		{"embedded resource", "tools/call", `{"name":"fx__test_embedded_resource","arguments":{}}`},
+		{"unknown tool", "tools/call", `{"name":"fx__nope","arguments":{}}`},
+		{"denied tool", "tools/call", `{"name":"fx__test_simple_text","arguments":{}}`},
+		{"invalid arguments", "tools/call", `{"name":"fx__echo","arguments":{"message":7}}`},
+		{"prompt", "prompts/get", `{"name":"fx__test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`},
+		{"prompt with a resource", "prompts/get", `{"name":"fx__test_prompt_with_embedded_resource","arguments":{"resourceUri":"test://x"}}`},
+		{"unknown prompt", "prompts/get", `{"name":"fx__nope"}`},
+		{"read", "resources/read", `{"uri":"manifold://fx/test://static-text"}`},
+		{"read a template", "resources/read", `{"uri":"manifold://fx/test://template/7/data"}`},
+		{"unknown resource", "resources/read", `{"uri":"manifold://fx/test://nope"}`},
+		{"denied resource", "resources/read", `{"uri":"manifold://fx/test://static-binary"}`},
+	}
+	for _, versions := range [][]string{nil, {legacyVersion}} {
+		t.Run(strings.Join(append([]string{"upstream"}, versions...), " "), func(t *testing.T) {
+			fx := fixture.NewServer(&fixture.Options{Name: "fx", ProtocolVersions: versions})
+			gw := newRawGateway(t, nil, func(c *config.Config) {
+				c.Policy = &config.Policy{Default: config.Allow, Rules: []config.Rule{
+					{Effect: config.Deny, Match: config.Match{Tools: []string{"fx__test_simple_text"}, Resources: []string{"manifold://fx/test://static-binary"}}},
+				}}
+			}, rawSpec{name: "fx", server: fx})
+			c := serveStdioLines(t, gw, legacyVersion, `{}`)
+			for _, p := range params {
+				t.Run(p.name, func(t *testing.T) {
+					before := rawCount(gw)
+					raw := c.call("1", `{"jsonrpc":"2.0","id":1,"method":"`+p.method+`","params":`+p.params+`}`)
+					sdk := c.call("2", `{"x":0,"jsonrpc":"2.0","id":2,"method":"`+p.method+`","params":`+p.params+`}`)
+					if got := rawCount(gw) - before; got != 1 {
+						t.Fatalf("%d raw calls, want 1", got)
+					}
+					var rawRes, sdkRes any
+					json.Unmarshal(raw.Result, &rawRes)
+					json.Unmarshal(sdk.Result, &sdkRes)
+					if diff := gocmp.Diff(sdkRes, rawRes); diff != "" {
+						t.Errorf("result (-sdk +raw):\n%s", diff)
+					}
+					if diff := gocmp.Diff(sdk.Error, raw.Error); diff != "" {
+						t.Errorf("error (-sdk +raw):\n%s\nraw: %s\nsdk: %s", diff, raw.line, sdk.line)
+					}
+				})
+			}
+		})
+	}
+}
