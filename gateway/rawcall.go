@@ -116,7 +116,7 @@ func rawMethodOf(msg []byte, env *envelope.Envelope) *rawMethod {
 // fulfilled as fulfilRounds does, see forwardRaw), when the name routes
 // nowhere (the raw path answers not-found as the slow path does) or to an
 // upstream whose connection takes raw calls. msg must stay unchanged until
-// the call ends.
+// the call ends (the caller may give r a copy).
 func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRequest {
 	m := rawMethodOf(msg, env)
 	if m == nil {

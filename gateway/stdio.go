@@ -37,7 +37,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	max := int(g.current().edge.maxBytes)
 	out := &lockedWriter{w: w}
 	front := newStdioFront(ctx, g, out)
-	defer func() { front.close(ctx.Err() != nil) }()
+	defer front.close()
 	pr, pw := io.Pipe()
 	defer pr.Close()
 	go func() { pw.CloseWithError(g.filterLines(r, pw, out, max, front)) }()

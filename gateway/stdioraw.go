@@ -47,18 +47,15 @@ func newStdioFront(ctx context.Context, g *Gateway, out *lockedWriter) *stdioFro
 	return f
 }
 
-// close waits for the raw calls in flight to end, after cancelling them
-// when cancel is set (the gateway stops); a client that closed its input
-// still gets the answers to the calls it sent, as from the SDK.
-func (f *stdioFront) close(cancel bool) {
+// close cancels the raw calls in flight and waits for them to end: a
+// client that closed its input has gone, and the SDK cancels its own calls
+// alike.
+func (f *stdioFront) close() {
 	f.mu.Lock()
 	f.done = true
 	f.mu.Unlock()
-	if cancel {
-		f.cancel()
-	}
-	f.wg.Wait()
 	f.cancel()
+	f.wg.Wait()
 }
 
 func (f *stdioFront) session() *mcp.ServerSession { return f.ss.Load() }
@@ -78,10 +75,11 @@ func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
 	if !env.ID.Present() && bytes.Equal(env.Method.In(msg), []byte(`"notifications/cancelled"`)) {
 		return f.cancelled(msg)
 	}
-	r := f.g.rawTake(f, bytes.Clone(msg), env)
+	r := f.g.rawTake(f, msg, env)
 	if r == nil {
 		return false
 	}
+	r.msg = bytes.Clone(msg) // the spans are offsets: they stay valid
 	key := idKey(r.id())
 	f.mu.Lock()
 	if f.done {
