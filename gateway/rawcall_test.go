@@ -134,3 +134,36 @@ func TestRawPathNeverLetsTheUpstreamSeeAnotherNameThanPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestRawPathKeepsTheErrorsOfMalformedLines: a hot method's line that is
+// malformed or truncated gets the parse error it got before the raw path,
+// and the session goes on; a valid line the tokenizer finds too deep goes
+// to the SDK.
+func TestRawPathKeepsTheErrorsOfMalformedLines(t *testing.T) {
+	gw := newRawGateway(t, nil, nil, rawSpec{name: "rec", server: newRecordingServer().Server})
+	c := serveStdioLines(t, gw, legacyVersion, `{}`)
+	deep := strings.Repeat("[", 600) + strings.Repeat("]", 600)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec__a"`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec__a"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec__a",}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec__a","arguments":{"x":` + deep + `}`,
+	} {
+		before := rawCount(gw)
+		c.send(line)
+		if m := c.next(); m.Error == nil || m.Error.Code != -32700 || string(m.ID) != "null" {
+			t.Errorf("%.80s: answered %s, want the parse error", line, m.line)
+		}
+		if rawCount(gw) != before {
+			t.Errorf("%.80s: the raw path took it", line)
+		}
+	}
+	before := rawCount(gw)
+	m := c.call("2", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"rec__a","arguments":{"x":`+deep+`}}}`)
+	if got := firstText(t, m); got != "a" {
+		t.Errorf("a deep but valid call answered %q", got)
+	}
+	if rawCount(gw) != before {
+		t.Error("the raw path took a call nested deeper than the tokenizer reads")
+	}
+}
