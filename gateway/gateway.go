@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,11 @@ type Options struct {
 	// Transports, when it has an entry for a server name, replaces that
 	// server's configured transport (see upstream.Options.Transport).
 	Transports map[string]func() (mcp.Transport, error)
+	// Pipes, when it has an entry for a server name (and Transports has
+	// none), replaces that server's configured transport with a byte
+	// stream spoken as a stdio upstream's, which takes raw calls (see
+	// upstream.Options.Pipe). For in-process upstreams and tests.
+	Pipes map[string]func() (io.ReadCloser, io.WriteCloser, error)
 	// LoadConfig loads the config again for Reload: the file the gateway was
 	// started with, with the same overrides. Nil: Reload is refused.
 	LoadConfig func() (*config.Config, error)
@@ -92,7 +98,10 @@ type Gateway struct {
 	routes   atomic.Pointer[routes]
 	views    atomic.Pointer[viewCache]
 	inflight lifecycle.Gauge // requests being handled, for draining
-	reloads  reloadLog
+	// rawServed counts the calls the raw path served (rawcall.go): which
+	// path a request took, for tests and the status page.
+	rawServed atomic.Int64
+	reloads   reloadLog
 
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
@@ -214,6 +223,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 		GuardPath:       g.opts.GuardPath,
 		ClientInfo:      &mcp.Implementation{Name: "manifold", Version: g.opts.Version},
 		Transport:       g.opts.Transports[s.Name],
+		Pipe:            g.opts.Pipes[s.Name],
 		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
 		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},

@@ -10,6 +10,8 @@ const (
 	keyReason  = "reason"
 	keyKind    = "kind"
 	keyName    = "name"
+	keyID      = "id"
+	keyPath    = "path" // of a call: "raw" (rawcall.go)
 	keyAddr    = "addr"
 	keyVersion = "version"
 	keyIdle    = "idle"

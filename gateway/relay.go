@@ -89,6 +89,9 @@ type flights struct {
 	levels sync.Map
 	// upLevels holds the level last set on each legacy upstream.
 	upLevels sync.Map // *upstream.Upstream → mcpx.LoggingLevel
+	// hop caches the per-request _meta of raw calls to each 2026-07-28
+	// upstream (upstreamMeta): *upstream.Upstream → *hopMeta.
+	hop sync.Map
 }
 
 // sessionLevel is the log level a legacy session set, and who set it: a
@@ -122,28 +125,51 @@ type callerRequest interface {
 // upstream; when the client asked for progress, begin returns a copy whose
 // progress token is the gateway's own. Call end when the call returns.
 func (f *flights) begin(ctx context.Context, up *upstream.Upstream, req mcp.Request, meta mcp.Meta) (*origin, mcp.Meta) {
-	o := &origin{seq: f.seq.Add(1), up: up, ctx: ctx}
+	o := &origin{up: up, ctx: ctx}
 	o.ss, _ = req.GetSession().(*mcp.ServerSession)
 	o.req, _ = req.(callerRequest)
 	meta, o.settle = f.withLogLevel(up, req, o.ss, meta)
+	var progress any
 	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
-		if tok := p.GetProgressToken(); tok != nil {
-			o.progress = tok
-			o.token = f.prefix + strconv.FormatUint(o.seq, 10)
-			m := make(mcp.Meta, len(meta)+1)
-			for k, v := range meta {
-				m[k] = v
-			}
-			m["progressToken"] = o.token
-			meta = m
-			f.byTok.Store(o.token, o)
-		}
+		progress = p.GetProgressToken()
 	}
-	uf := f.of(up)
+	f.track(o, progress)
+	if o.token != "" {
+		m := make(mcp.Meta, len(meta)+1)
+		for k, v := range meta {
+			m[k] = v
+		}
+		m["progressToken"] = o.token
+		meta = m
+	}
+	return o, meta
+}
+
+// track records o, a call to o.up, as in flight. When the client asked for
+// progress (progress is its token), o gets the gateway's own token, under
+// which the upstream's progress is relayed (Progress): the caller sends
+// o.token upstream in its place. Call end when the call returns.
+func (f *flights) track(o *origin, progress any) {
+	o.seq = f.seq.Add(1)
+	if progress != nil {
+		o.progress = progress
+		o.token = f.prefix + strconv.FormatUint(o.seq, 10)
+		f.byTok.Store(o.token, o)
+	}
+	uf := f.of(o.up)
 	uf.mu.Lock()
 	uf.m[o.seq] = o
 	uf.mu.Unlock()
-	return o, meta
+}
+
+// sessionLogs reports whether the legacy session ss asked for log
+// messages (logging/setLevel): its calls then settle (see end).
+func (f *flights) sessionLogs(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	_, ok := f.levels.Load(ss)
+	return ok
 }
 
 // withLogLevel returns meta with the log level the caller asked for, for an
@@ -236,6 +262,7 @@ func (f *flights) busy(up *upstream.Upstream) bool {
 func (f *flights) forget(up *upstream.Upstream) {
 	f.byUp.Delete(up)
 	f.upLevels.Delete(up)
+	f.hop.Delete(up)
 }
 
 // resolve returns the origin a request from up belongs to: the oldest call

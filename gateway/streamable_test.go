@@ -15,9 +15,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-// rawRequest sends method to /mcp with token and, unless empty, session id
+// sendHTTP sends method to /mcp with token and, unless empty, session id
 // sid at protocol version 2025-11-25; header overrides or adds headers.
-func rawRequest(t *testing.T, url, method, token, sid, body string, header map[string]string) (int, string) {
+func sendHTTP(t *testing.T, url, method, token, sid, body string, header map[string]string) (int, string) {
 	t.Helper()
 	all := map[string]string{}
 	if token != "" {
@@ -132,7 +132,7 @@ func TestSessionRequests(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body := rawRequest(t, h.srv.URL, tc.method, tc.token, tc.sid, tc.body, tc.header)
+			status, body := sendHTTP(t, h.srv.URL, tc.method, tc.token, tc.sid, tc.body, tc.header)
 			if status != tc.wantStatus || !strings.Contains(body, tc.wantBody) {
 				t.Errorf("%d %q; want %d containing %q", status, body, tc.wantStatus, tc.wantBody)
 			}
@@ -144,7 +144,7 @@ func TestSessionRequests(t *testing.T) {
 
 	t.Run("DELETE", func(t *testing.T) {
 		done := sessionDone(t, h.gw, alice)
-		if status, body := rawRequest(t, h.srv.URL, http.MethodDelete, aliceKey, alice, "", nil); status != http.StatusNoContent {
+		if status, body := sendHTTP(t, h.srv.URL, http.MethodDelete, aliceKey, alice, "", nil); status != http.StatusNoContent {
 			t.Fatalf("DELETE: %d %s", status, body)
 		}
 		if !within(done, 10*time.Second) {
@@ -205,7 +205,7 @@ func TestIdleSessionsEnd(t *testing.T) {
 	default:
 	}
 	// Once its call ends, the calling session is idle too.
-	if status, body := rawRequest(t, h.srv.URL, http.MethodDelete, aliceKey, calling, "", nil); status != http.StatusNoContent {
+	if status, body := sendHTTP(t, h.srv.URL, http.MethodDelete, aliceKey, calling, "", nil); status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", status, body)
 	}
 	<-callDone
