@@ -1,0 +1,102 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// teeWriter records the lines written through it that contain match.
+type teeWriter struct {
+	io.WriteCloser
+	match string
+	mu    sync.Mutex
+	lines [][]byte
+}
+
+func (w *teeWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(w.match)) {
+		w.mu.Lock()
+		w.lines = append(w.lines, bytes.Clone(p))
+		w.mu.Unlock()
+	}
+	return w.WriteCloser.Write(p)
+}
+
+// TestRequestMetaMatchesTheSDK: the _meta members RequestMeta gives a raw
+// call are those the SDK puts on its own requests to a 2026-07-28
+// upstream, and an older upstream gets none.
+func TestRequestMetaMatchesTheSDK(t *testing.T) {
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			checkLeaks(t)
+			opts := fastOptions()
+			opts.ClientInfo = &mcp.Implementation{Name: "manifold", Version: "v9"}
+			opts.Capabilities = &mcp.ClientCapabilities{
+				RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+				Sampling:    &mcp.SamplingCapabilities{},
+				Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
+			}
+			tee := &teeWriter{match: `"tools/call"`}
+			opts.Pipe = func() (io.ReadCloser, io.WriteCloser, error) {
+				srv := mcp.NewServer(&mcp.Implementation{Name: "fake"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{version}})
+				mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+					return &mcp.CallToolResult{}, nil, nil
+				})
+				_, pipe := newFakeStdio(t, srv, nil)
+				r, w, err := pipe()
+				tee.WriteCloser = w
+				return r, tee, err
+			}
+			u := startUpstream(t, config.Server{Name: "meta", Type: "stdio"}, opts)
+			waitReady(t, u, 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err != nil {
+				t.Fatal(err)
+			}
+			tee.mu.Lock()
+			defer tee.mu.Unlock()
+			if len(tee.lines) != 1 {
+				t.Fatalf("saw %d tools/call lines, want 1", len(tee.lines))
+			}
+			var sent struct {
+				Params struct {
+					Meta map[string]any `json:"_meta"`
+				} `json:"params"`
+			}
+			if err := json.Unmarshal(tee.lines[0], &sent); err != nil {
+				t.Fatal(err)
+			}
+			sdk := map[string]any{}
+			for k, v := range sent.Params.Meta {
+				if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+					sdk[k] = v
+				}
+			}
+			members := u.RequestMeta()
+			if version < "2026-07-28" {
+				if members != nil || len(sdk) != 0 {
+					t.Fatalf("RequestMeta = %s, the SDK sent %v; want neither", members, sdk)
+				}
+				return
+			}
+			var ours map[string]any
+			if err := json.Unmarshal([]byte("{"+string(members)+"}"), &ours); err != nil {
+				t.Fatalf("RequestMeta = %s: %v", members, err)
+			}
+			if len(sdk) == 0 || !reflect.DeepEqual(ours, sdk) {
+				t.Fatalf("RequestMeta = %v\nthe SDK sent  %v", ours, sdk)
+			}
+		})
+	}
+}
