@@ -45,8 +45,8 @@ func buildRequestMeta(version string, info *mcp.Implementation, caps *mcp.Client
 	}
 	v2 := struct {
 		mcp.ClientCapabilities
-		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
-	}{ClientCapabilities: c, Roots: c.RootsV2}
+		Roots *mcpx.RootCapabilities `json:"roots,omitempty"`
+	}{ClientCapabilities: c, Roots: mcpx.RootsV2(&c)}
 	capsJSON, err := json.Marshal(v2)
 	if err != nil { // plain structs of the SDK: cannot fail
 		panic(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -42,10 +43,10 @@ func TestRequestMetaMatchesTheSDK(t *testing.T) {
 			opts := fastOptions()
 			opts.ClientInfo = &mcp.Implementation{Name: "manifold", Version: "v9"}
 			opts.Capabilities = &mcp.ClientCapabilities{
-				RootsV2:     &mcp.RootCapabilities{ListChanged: true},
-				Sampling:    &mcp.SamplingCapabilities{},
 				Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
 			}
+			mcpx.SetRootsV2(opts.Capabilities, &mcpx.RootCapabilities{ListChanged: true})
+			mcpx.SetSampling(opts.Capabilities, &mcpx.SamplingCapabilities{})
 			tee := &teeWriter{match: `"tools/call"`}
 			opts.Pipe = func() (io.ReadCloser, io.WriteCloser, error) {
 				srv := mcp.NewServer(&mcp.Implementation{Name: "fake"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{version}})
