@@ -103,7 +103,7 @@ type Gateway struct {
 	// Close, its context is the one upstreams and background work run
 	// under, and every goroutine the gateway starts (the merge loop,
 	// replacements, drains, bridged calls, session watchers, the idle
-	// reaper, deliveries) runs through life.Go, so Close ends and waits
+	// sweeper and reaper, deliveries) runs through life.Go, so Close ends and waits
 	// for them all. Nothing new starts before Start or once Close has
 	// begun.
 	life *lifecycle.Group
@@ -146,6 +146,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		changed:  make(chan struct{}, 1),
 		life:     lifecycle.New(o.Logger.Named("gateway")),
 	}
+	g.clients.wake = make(chan struct{}, 1)
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -243,6 +244,7 @@ func (g *Gateway) Start(ctx context.Context) {
 		}
 	}
 	g.life.Go(g.mergeLoop)
+	g.life.Go(g.sweepIdle)
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
 	g.started.Store(true)

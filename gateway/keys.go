@@ -11,6 +11,8 @@ const (
 	keyKind    = "kind"
 	keyName    = "name"
 	keyAddr    = "addr"
+	keyVersion = "version"
+	keyIdle    = "idle"
 
 	keyPrincipal = "principal"
 	keyGroups    = "groups"
