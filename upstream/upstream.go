@@ -167,8 +167,6 @@ type Upstream struct {
 	inflight lifecycle.Gauge
 
 	catalog atomic.Pointer[Catalog]
-	// reqMeta caches RequestMeta for the negotiated version.
-	reqMeta atomic.Pointer[requestMeta]
 	refresh chan struct{} // list_changed seen (buffered 1)
 	pending atomic.Uint32 // kinds to refresh
 

@@ -33,10 +33,11 @@ func (w *teeWriter) Write(p []byte) (int, error) {
 	return w.WriteCloser.Write(p)
 }
 
-// TestRequestMetaMatchesTheSDK: the _meta members RequestMeta gives a raw
-// call are those the SDK puts on its own requests to a 2026-07-28
-// upstream, and an older upstream gets none.
-func TestRequestMetaMatchesTheSDK(t *testing.T) {
+// TestRawCallMetaMatchesTheSDK: a raw call to a 2026-07-28 stdio upstream
+// carries the per-request _meta members the SDK puts on its own requests
+// on the same connection (the client's own keys kept), and an older
+// upstream gets none from either.
+func TestRawCallMetaMatchesTheSDK(t *testing.T) {
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
 			checkLeaks(t)
@@ -65,38 +66,43 @@ func TestRequestMetaMatchesTheSDK(t *testing.T) {
 			if _, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err != nil {
 				t.Fatal(err)
 			}
-			tee.mu.Lock()
-			defer tee.mu.Unlock()
-			if len(tee.lines) != 1 {
-				t.Fatalf("saw %d tools/call lines, want 1", len(tee.lines))
-			}
-			var sent struct {
-				Params struct {
-					Meta map[string]any `json:"_meta"`
-				} `json:"params"`
-			}
-			if err := json.Unmarshal(tee.lines[0], &sent); err != nil {
+			if _, err := u.CallRaw(ctx, "tools/call", []byte(`{"name":"echo","_meta":{"progressToken":"p"}}`)); err != nil {
 				t.Fatal(err)
 			}
-			sdk := map[string]any{}
-			for k, v := range sent.Params.Meta {
-				if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-					sdk[k] = v
+			tee.mu.Lock()
+			defer tee.mu.Unlock()
+			if len(tee.lines) != 2 {
+				t.Fatalf("saw %d tools/call lines, want 2", len(tee.lines))
+			}
+			var metas [2]map[string]any
+			for i, line := range tee.lines {
+				var sent struct {
+					Params struct {
+						Meta map[string]any `json:"_meta"`
+					} `json:"params"`
+				}
+				if err := json.Unmarshal(line, &sent); err != nil {
+					t.Fatal(err)
+				}
+				metas[i] = map[string]any{}
+				for k, v := range sent.Params.Meta {
+					if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+						metas[i][k] = v
+					}
 				}
 			}
-			members := u.RequestMeta()
+			if !bytes.Contains(tee.lines[1], []byte(`"progressToken":"p"`)) {
+				t.Errorf("the raw call lost its own _meta: %s", tee.lines[1])
+			}
+			sdk, raw := metas[0], metas[1]
 			if version < "2026-07-28" {
-				if members != nil || len(sdk) != 0 {
-					t.Fatalf("RequestMeta = %s, the SDK sent %v; want neither", members, sdk)
+				if len(raw) != 0 || len(sdk) != 0 {
+					t.Fatalf("raw call sent %v, the SDK %v; want neither", raw, sdk)
 				}
 				return
 			}
-			var ours map[string]any
-			if err := json.Unmarshal([]byte("{"+string(members)+"}"), &ours); err != nil {
-				t.Fatalf("RequestMeta = %s: %v", members, err)
-			}
-			if len(sdk) == 0 || !reflect.DeepEqual(ours, sdk) {
-				t.Fatalf("RequestMeta = %v\nthe SDK sent  %v", ours, sdk)
+			if len(sdk) == 0 || !reflect.DeepEqual(raw, sdk) {
+				t.Fatalf("the raw call sent %v\nthe SDK sent      %v", raw, sdk)
 			}
 		})
 	}
