@@ -72,9 +72,11 @@ type Envelope struct {
 	Arguments     Span // params.arguments: an object
 	Meta          Span // params._meta: an object
 	ProgressToken Span // params._meta.progressToken: a string or a number
-	// ProtocolVersion is params._meta["io.modelcontextprotocol/protocolVersion"],
-	// a string: the version a 2026-07-28 request says it speaks.
-	ProtocolVersion Span
+	// The per-request members of a 2026-07-28 request's params._meta
+	// (SEP-2575), keys "io.modelcontextprotocol/…": the protocolVersion
+	// (a string), clientCapabilities and clientInfo (objects) and
+	// logLevel (a string).
+	ProtocolVersion, ClientCapabilities, ClientInfo, LogLevel Span
 
 	// Other keys seen, at the top level, in params, and in params._meta.
 	TopOther, ParamsOther, MetaOther int
@@ -89,7 +91,8 @@ func (e *Envelope) IsResponse() bool {
 var (
 	topNames    = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 	paramsNames = []string{"name", "uri", "arguments", "_meta"}
-	metaNames   = []string{"progressToken", "io.modelcontextprotocol/protocolVersion"}
+	metaNames   = []string{"progressToken", "io.modelcontextprotocol/protocolVersion",
+		"io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel"}
 )
 
 // Scan validates msg, one JSON value, and finds its envelope. On an error
@@ -287,9 +290,22 @@ func (s *scanner) meta(e *Envelope) error {
 		case 0: // progressToken
 			err = s.idValue()
 			e.ProgressToken = Span{start, s.i}
-		case 1: // io.modelcontextprotocol/protocolVersion
+		case 1: // protocolVersion
 			err = s.text()
 			e.ProtocolVersion = Span{start, s.i}
+		case 2, 3: // clientCapabilities, clientInfo
+			if s.b[s.i] != '{' {
+				return s.typeError(3)
+			}
+			err = s.skip(3)
+			if k == 2 {
+				e.ClientCapabilities = Span{start, s.i}
+			} else {
+				e.ClientInfo = Span{start, s.i}
+			}
+		case 4: // logLevel
+			err = s.text()
+			e.LogLevel = Span{start, s.i}
 		default:
 			e.MetaOther++
 			err = s.skip(3)

@@ -13,6 +13,8 @@ func fields(msg []byte, e Envelope) map[string]string {
 		"jsonrpc": e.JSONRPC, "id": e.ID, "method": e.Method, "params": e.Params,
 		"result": e.Result, "error": e.Error, "name": e.Name, "uri": e.URI,
 		"arguments": e.Arguments, "_meta": e.Meta, "progressToken": e.ProgressToken,
+		"protocolVersion": e.ProtocolVersion, "clientCapabilities": e.ClientCapabilities,
+		"clientInfo": e.ClientInfo, "logLevel": e.LogLevel,
 	} {
 		if sp.Present() {
 			out[name] = string(sp.In(msg))
@@ -57,6 +59,16 @@ func TestScan(t *testing.T) {
 			msg:  `{"method":"tools/call","params":{"name":"a\u005f_x\"y"}}`,
 			want: map[string]string{"method": `"tools/call"`, "params": `{"name":"a\u005f_x\"y"}`, "name": `"a\u005f_x\"y"`},
 		},
+		{
+			name: "the 2026-07-28 per-request members",
+			msg:  `{"method":"tools/call","params":{"name":"n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug","k":1}}}`,
+			want: map[string]string{"method": `"tools/call"`, "name": `"n"`,
+				"params":          `{"name":"n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug","k":1}}`,
+				"_meta":           `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug","k":1}`,
+				"protocolVersion": `"2026-07-28"`, "clientCapabilities": `{"x":{}}`, "clientInfo": `{"name":"c"}`, "logLevel": `"debug"`},
+		},
+		{name: "clientCapabilities not an object", msg: `{"params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":[]}}}`, wantErr: errType},
+		{name: "a duplicate protocol version", msg: `{"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/protocolVersion":"b"}}}`, wantErr: errDuplicate},
 		{name: "a duplicate name", msg: `{"method":"tools/call","params":{"name":"a","name":"b"}}`, wantErr: errDuplicate},
 		{name: "a duplicate method", msg: `{"method":"ping","method":"tools/call"}`, wantErr: errDuplicate},
 		{name: "a duplicate id", msg: `{"id":1,"id":2,"result":{}}`, wantErr: errDuplicate},

@@ -18,7 +18,7 @@ var seeds = []string{
 	`{"params":{"name":"a","na\u006de":"b"}}`,
 	`{"params":{"Name":"a","name":"b"}}`,
 	`{"method":"a\ud800\udc00","params":{"_meta":{"progressToken":-0.5e+2}}}`,
-	`{"params":{"name":"n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.x":1,"progressToken":"t","k":[]}}}`,
+	`{"params":{"name":"n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.x":1,"progressToken":"t","k":[],"io.modelcontextprotocol/clientCapabilities":{"a":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"info"}}}`,
 	`[1,2]`, `{"id":01}`, `{"a":"\u12"}`, "", "  ", `{"x":{"y":[true,false,null]}}`,
 }
 
@@ -42,6 +42,9 @@ type wireParams struct {
 type wireMeta struct {
 	ProgressToken   json.RawMessage `json:"progressToken"`
 	ProtocolVersion *string         `json:"io.modelcontextprotocol/protocolVersion"`
+	Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	Info            json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	LogLevel        *string         `json:"io.modelcontextprotocol/logLevel"`
 }
 
 // checkAgainstJSON fails unless encoding/json decodes every field of msg
@@ -89,6 +92,9 @@ func checkAgainstJSON(t *testing.T, msg []byte, e Envelope) {
 	}
 	raw("progressToken", e.ProgressToken, m.ProgressToken)
 	str("protocolVersion", e.ProtocolVersion, m.ProtocolVersion)
+	raw("clientCapabilities", e.ClientCapabilities, m.Capabilities)
+	raw("clientInfo", e.ClientInfo, m.Info)
+	str("logLevel", e.LogLevel, m.LogLevel)
 	// A string id or token must decode alike too.
 	for _, sp := range []Span{e.ID, e.ProgressToken} {
 		if v := sp.In(msg); len(v) > 0 && v[0] == '"' {
