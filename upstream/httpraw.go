@@ -180,7 +180,7 @@ func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method str
 	// One allocation at the request's size, not pooled: the transport may
 	// still read a request body after RoundTrip returned (net/http), and
 	// limitTransport reads it again to answer an oversized message.
-	body, name, err := h.appendRequest(make([]byte, 0, requestOverhead+len(method)+len(params)+len(h.meta)), n, method, params)
+	body, name, err := appendRequest(make([]byte, 0, requestOverhead+len(method)+len(params)+len(h.meta)), n, method, params, h.meta)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -249,17 +249,18 @@ func (h *httpRaw) setHeaders(hdr http.Header) {
 	}
 }
 
-// appendRequest appends the request line of raw call n and returns, for
-// a stateless version, the value of its Mcp-Name header. For a stateless
-// version the params' _meta gets the members every request carries
-// (h.meta), ours replacing any of the same keys: the upstream's client is
-// the gateway.
-func (h *httpRaw) appendRequest(dst []byte, n uint64, method string, params []byte) ([]byte, string, error) {
+// appendRequest appends the request of raw call n and returns, when meta
+// is not nil (a stateless version), the value of its Mcp-Name header. Then
+// the params' _meta gets meta, the members every request carries (see
+// requestMeta), ours replacing any of the same keys: the upstream's client
+// is the gateway. Both raw connections, stdio and HTTP, write their
+// requests with it.
+func appendRequest(dst []byte, n uint64, method string, params, meta []byte) ([]byte, string, error) {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = appendRawID(dst, n)
 	dst = append(dst, `,"method":`...)
 	dst = envelope.AppendString(dst, method)
-	if h.meta == nil {
+	if meta == nil {
 		if params != nil {
 			dst = append(append(dst, `,"params":`...), params...)
 		}
@@ -273,7 +274,7 @@ func (h *httpRaw) appendRequest(dst []byte, n uint64, method string, params []by
 	env, err := envelope.Scan(dst)
 	if err != nil || bytes.Contains(env.Meta.In(dst), []byte(`"io.modelcontextprotocol/`)) {
 		// Not simple, or our keys already there: decode and re-encode.
-		p, name, err := mergeMeta(params, h.meta)
+		p, name, err := mergeMeta(params, meta)
 		if err != nil {
 			return dst, "", err
 		}
@@ -284,19 +285,19 @@ func (h *httpRaw) appendRequest(dst []byte, n uint64, method string, params []by
 	if env.URI.Present() {
 		name = string(envelope.Text(env.URI.In(dst)))
 	}
-	// Insert h.meta at the start of _meta, or a new _meta at the start of
+	// Insert meta at the start of _meta, or a new _meta at the start of
 	// params.
 	var at int
 	var ins []byte
 	if env.Meta.Present() {
 		at = env.Meta.Start + 1
-		ins = h.meta
+		ins = meta
 		if !emptyObject(env.Meta.In(dst)) {
 			ins = append(append([]byte(nil), ins...), ',')
 		}
 	} else {
 		at = env.Params.Start + 1
-		ins = append(append(append([]byte(`"_meta":{`), h.meta...), '}'), ',')
+		ins = append(append(append([]byte(`"_meta":{`), meta...), '}'), ',')
 		if emptyObject(env.Params.In(dst)) {
 			ins = ins[:len(ins)-1]
 		}

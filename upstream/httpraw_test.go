@@ -535,7 +535,7 @@ func TestHTTPRawRequest(t *testing.T) {
 			if tt.params != "" {
 				params = []byte(tt.params)
 			}
-			line, name, err := h.appendRequest(nil, 3, "tools/call", params)
+			line, name, err := appendRequest(nil, 3, "tools/call", params, h.meta)
 			want := `{"jsonrpc":"2.0","id":"manifold-3","method":"tools/call","params":` + tt.want + `}`
 			if err != nil || string(line) != want || name != tt.mcpName {
 				t.Errorf("appendRequest = %s, %q, %v\nwant %s, %q", line, name, err, want, tt.mcpName)

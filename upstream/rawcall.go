@@ -51,6 +51,17 @@ const lineBufferKeep = 64 << 10
 // When ctx ends or timeout fires first (then the error is errCallTimeout),
 // notifications/cancelled is sent for the id.
 func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
+	bp := lineBuffers.Get().(*[]byte)
+	c.mu.Lock()
+	c.nextID++
+	n := c.nextID
+	c.mu.Unlock()
+	line, _, err := appendRequest((*bp)[:0], n, method, params, c.meta)
+	if err != nil {
+		lineBuffers.Put(bp)
+		return nil, nil, err
+	}
+	line = append(line, '\n')
 	rc := rawCalls.Get().(*rawCall)
 	c.mu.Lock()
 	if c.err != nil {
@@ -59,22 +70,10 @@ func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method s
 		rawCalls.Put(rc)
 		return nil, nil, err
 	}
-	c.nextID++
-	n := c.nextID
 	c.pending[n] = rc
 	c.mu.Unlock()
 
-	bp := lineBuffers.Get().(*[]byte)
-	line := append((*bp)[:0], `{"jsonrpc":"2.0","id":`...)
-	line = appendRawID(line, n)
-	line = append(line, `,"method":`...)
-	line = envelope.AppendString(line, method)
-	if params != nil {
-		line = append(line, `,"params":`...)
-		line = append(line, params...)
-	}
-	line = append(line, "}\n"...)
-	err := c.write(line)
+	err = c.write(line)
 	if cap(line) <= lineBufferKeep {
 		*bp = line[:0]
 		lineBuffers.Put(bp)

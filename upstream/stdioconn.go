@@ -51,6 +51,11 @@ type stdioConn struct {
 
 	writeMu sync.Mutex
 
+	// meta is the _meta members every raw call carries on a stateless
+	// version (requestMeta); set once the session is initialized, before
+	// the connection takes raw calls.
+	meta []byte
+
 	mu      sync.Mutex
 	pending map[uint64]*rawCall
 	nextID  uint64

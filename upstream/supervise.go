@@ -112,6 +112,13 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 	u.resubscribe(cctx, cs)
 	var raw rawConn
 	if conn.raw != nil {
+		// A stateless version's requests carry the client's _meta members
+		// (SEP-2575), which the SDK adds to its own: raw calls add them too.
+		if mcpx.Stateless(cat.ProtocolVersion) {
+			if conn.raw.meta, err = requestMeta(cat.ProtocolVersion, u.opts.ClientInfo, u.opts.Capabilities); err != nil {
+				return fmt.Errorf("raw calls: %w", err)
+			}
+		}
 		raw = conn.raw
 	}
 	// A streamable HTTP session takes raw calls as plain POSTs through the
