@@ -2,9 +2,14 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/manifold-mcp/manifold/internal/envelope"
 )
 
 // callResponse is the HTTP response of one call the raw path serves on
@@ -44,6 +49,28 @@ func (c *callResponse) event(msg []byte) bool {
 		return false
 	}
 	return true
+}
+
+// errAnswered: a notification of a call that has been answered (or whose
+// client is gone) has nowhere to go.
+var errAnswered = errors.New("the call has been answered")
+
+// notify sends a notification of the call, method with params, ahead of
+// its result.
+func (c *callResponse) notify(method string, params any) error {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", method, err)
+	}
+	msg := make([]byte, 0, len(method)+len(p)+40)
+	msg = append(msg, `{"jsonrpc":"2.0","method":`...)
+	msg = envelope.AppendString(msg, method)
+	msg = append(msg, `,"params":`...)
+	msg = append(append(msg, p...), '}')
+	if !c.event(msg) {
+		return errAnswered
+	}
+	return nil
 }
 
 // finish sends msg, the call's JSON-RPC response, with status (for an

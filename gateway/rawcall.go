@@ -83,6 +83,7 @@ func (r *rawRequest) id() []byte { return r.env.ID.In(r.msg) }
 // levels), which forwardMeta and the bridge handle on typed values.
 func rawMethodOf(msg []byte, env *envelope.Envelope) *rawMethod {
 	if !env.ID.Present() || !env.Params.Present() || env.TopOther != 0 || env.ParamsOther != 0 || env.MetaOther != 0 ||
+		env.ProtocolVersion.Present() || env.ClientCapabilities.Present() || env.ClientInfo.Present() || env.LogLevel.Present() ||
 		string(env.JSONRPC.In(msg)) != `"2.0"` {
 		return nil
 	}
