@@ -12,6 +12,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -101,7 +102,13 @@ type Gateway struct {
 	// rawServed counts the calls the raw path served (rawcall.go): which
 	// path a request took, for tests and the status page.
 	rawServed atomic.Int64
-	reloads   reloadLog
+	// statelessMeta remembers the 2026-07-28 per-request members the raw
+	// path found valid (rawmeta.go).
+	statelessMeta statelessMetaCache
+	// serverInfo is the gateway's implementation, encoded: what a
+	// 2026-07-28 result names in its _meta (rawresult.go).
+	serverInfo []byte
+	reloads    reloadLog
 
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
@@ -173,7 +180,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	}
 	// Announced to the client's per-client upstream sessions.
 	mcpx.SetRootsListChangedHandler(serverOpts, g.rootsChanged)
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, serverOpts)
+	impl := &mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}
+	g.server = mcp.NewServer(impl, serverOpts)
+	g.serverInfo, _ = json.Marshal(impl) // plain strings: cannot fail
 	// Outermost first: recover, then cancellation by session deletion, then
 	// the session's last use (clients.go), then spans, metrics and audit,
 	// then the gateway's own interception.

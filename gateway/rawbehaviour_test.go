@@ -295,20 +295,37 @@ func TestRawAnswersEqualTheSDKPaths(t *testing.T) {
 		{"unknown resource", "resources/read", `{"uri":"manifold://fx/test://nope"}`},
 		{"denied resource", "resources/read", `{"uri":"manifold://fx/test://static-binary"}`},
 	}
-	for _, versions := range [][]string{nil, {legacyVersion}} {
-		t.Run(strings.Join(append([]string{"upstream"}, versions...), " "), func(t *testing.T) {
-			fx := fixture.NewServer(&fixture.Options{Name: "fx", ProtocolVersions: versions})
+	for _, tc := range []struct {
+		name      string
+		upstream  []string // its versions; nil: every one, 2026-07-28 first
+		stateless bool     // the client speaks 2026-07-28
+	}{
+		{name: "upstream"},
+		{name: "upstream " + legacyVersion, upstream: []string{legacyVersion}},
+		{name: "2026-07-28 client", stateless: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := fixture.NewServer(&fixture.Options{Name: "fx", ProtocolVersions: tc.upstream})
 			gw := newRawGateway(t, nil, func(c *config.Config) {
 				c.Policy = &config.Policy{Default: config.Allow, Rules: []config.Rule{
 					{Effect: config.Deny, Match: config.Match{Tools: []string{"fx__test_simple_text"}, Resources: []string{"manifold://fx/test://static-binary"}}},
 				}}
 			}, rawSpec{name: "fx", server: fx})
-			c := serveStdioLines(t, gw, legacyVersion, `{}`)
+			var c *lineClient
+			if tc.stateless {
+				c = serveStdioRaw(t, gw)
+			} else {
+				c = serveStdioLines(t, gw, legacyVersion, `{}`)
+			}
 			for _, p := range params {
 				t.Run(p.name, func(t *testing.T) {
+					params := p.params
+					if tc.stateless {
+						params = strings.TrimSuffix(params, "}") + `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}`
+					}
 					before := rawCount(gw)
-					raw := c.call("1", `{"jsonrpc":"2.0","id":1,"method":"`+p.method+`","params":`+p.params+`}`)
-					sdk := c.call("2", `{"x":0,"jsonrpc":"2.0","id":2,"method":"`+p.method+`","params":`+p.params+`}`)
+					raw := c.call("1", `{"jsonrpc":"2.0","id":1,"method":"`+p.method+`","params":`+params+`}`)
+					sdk := c.call("2", `{"x":0,"jsonrpc":"2.0","id":2,"method":"`+p.method+`","params":`+params+`}`)
 					if got := rawCount(gw) - before; got != 1 {
 						t.Fatalf("%d raw calls, want 1", got)
 					}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/envelope"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
@@ -69,6 +70,11 @@ type rawRequest struct {
 	ss      *mcp.ServerSession
 	version string
 	caps    *mcp.ClientCapabilities
+	// stateless: the request is a 2026-07-28 one, which carries its
+	// version and the client's description in _meta (SEP-2575); its result
+	// is then the client's protocol's (rewriteRaw), and an input_required
+	// answer passes to the client as it is.
+	stateless bool
 }
 
 // id returns the request's id as the client wrote it.
@@ -77,13 +83,13 @@ func (r *rawRequest) id() []byte { return r.env.ID.In(r.msg) }
 // rawMethodOf returns the raw method a Scan-ed client message is a simple
 // request of, or nil: only a JSON-RPC 2.0 request of a hot method whose
 // params hold nothing but the target, arguments (not for reads) and a
-// _meta of at most a progress token. Anything else takes the slow path:
+// _meta of at most a progress token and the 2026-07-28 per-request
+// members (rawVersion checks those). Anything else takes the slow path:
 // other params (inputResponses, requestState: MRTR rounds; tasks) and
-// other _meta keys (trace context, 2026-07-28 per-request keys, log
-// levels), which forwardMeta and the bridge handle on typed values.
+// other _meta keys (trace context), which forwardMeta and the bridge
+// handle on typed values.
 func rawMethodOf(msg []byte, env *envelope.Envelope) *rawMethod {
 	if !env.ID.Present() || !env.Params.Present() || env.TopOther != 0 || env.ParamsOther != 0 || env.MetaOther != 0 ||
-		env.ProtocolVersion.Present() || env.ClientCapabilities.Present() || env.ClientInfo.Present() || env.LogLevel.Present() ||
 		string(env.JSONRPC.In(msg)) != `"2.0"` {
 		return nil
 	}
@@ -123,19 +129,10 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 	if m == nil {
 		return nil
 	}
-	ss := f.session()
-	if ss == nil {
+	r := &rawRequest{msg: msg, env: *env, m: m, ss: f.session()}
+	if !g.rawVersion(r) {
 		return nil
 	}
-	ip := ss.InitializeParams()
-	if ip == nil {
-		return nil // the SDK answers calls before initialize
-	}
-	version := negotiated(ip.ProtocolVersion)
-	if mcpx.Stateless(version) {
-		return nil
-	}
-	r := &rawRequest{msg: msg, env: *env, m: m, ss: ss, version: version, caps: ip.Capabilities}
 	r.c = call{kind: m.kind, snap: g.current(), routes: g.routes.Load()}
 	if m.uri {
 		r.c.name = string(envelope.Text(env.URI.In(msg)))
@@ -143,10 +140,42 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 		r.c.name = string(envelope.Text(env.Name.In(msg)))
 	}
 	rt, ok := r.c.routes.lookup(m.kind, r.c.name)
-	if ok && !rt.up.TakesRaw() {
+	switch {
+	case !ok:
+		return r // answered not-found, as the slow path answers it
+	case !rt.up.TakesRaw():
+		return nil
+	case r.stateless && (!mcpx.Stateless(upstreamVersion(rt.up)) || rt.up.SessionMode() == config.SessionPerClient):
+		// The MRTR bridge, and per-client sessions declared with the
+		// client's capabilities, are the slow path's.
 		return nil
 	}
 	return r
+}
+
+// rawVersion sets the protocol version of r, and the client's
+// capabilities for one before 2026-07-28, and reports whether the raw path
+// serves that version: a session initialized before 2026-07-28, or a
+// 2026-07-28 request whose per-request members (SEP-2575) are as the SDK
+// requires them (checkStatelessMeta); anything else is the SDK's to
+// answer.
+func (g *Gateway) rawVersion(r *rawRequest) bool {
+	env := &r.env
+	if env.ProtocolVersion.Present() || env.ClientCapabilities.Present() || env.ClientInfo.Present() || env.LogLevel.Present() {
+		r.version = string(envelope.Text(env.ProtocolVersion.In(r.msg)))
+		r.stateless = true
+		return r.version == mcpx.StatelessVersion && g.statelessMeta.valid(r.msg, env)
+	}
+	if r.ss == nil {
+		return false
+	}
+	ip := r.ss.InitializeParams()
+	if ip == nil {
+		return false // the SDK answers calls before initialize
+	}
+	r.version = negotiated(ip.ProtocolVersion)
+	r.caps = ip.Capabilities
+	return !mcpx.Stateless(r.version)
 }
 
 // lookup returns the route of a name or URI of kind, without deciding on

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,11 +22,11 @@ import (
 // to the route's upstream as bytes, with the upstream's own name or URI
 // and, in _meta, the gateway's progress token, the trace context and, for
 // a 2026-07-28 upstream, the per-request keys of its protocol, as
-// sendTool, sendPrompt and sendRead send them on the slow path. A
-// 2026-07-28 upstream's input_required answers are fulfilled as
-// fulfilRounds does (mrtr.go): the client is asked with real requests, and
-// the upstream retried with the answers. The final answer goes through
-// rewriteRaw.
+// sendTool, sendPrompt and sendRead send them on the slow path. For a
+// client before 2026-07-28, a 2026-07-28 upstream's input_required answers
+// are fulfilled as fulfilRounds does (mrtr.go): the client is asked with
+// real requests, and the upstream retried with the answers. The final
+// answer goes through rewriteRaw.
 func (g *Gateway) forwardRaw(ctx context.Context, r *rawRequest) ([]byte, bool, error) {
 	rt := r.c.route
 	var progress any
@@ -36,14 +37,17 @@ func (g *Gateway) forwardRaw(ctx context.Context, r *rawRequest) ([]byte, bool, 
 			return nil, false, upstreamError(fmt.Errorf("progress token: %w", err))
 		}
 	}
-	stateless := mcpx.Stateless(upstreamVersion(rt.up))
+	// A legacy client's call to a 2026-07-28 upstream is fulfilled round
+	// by round; a 2026-07-28 client's goes once, its input_required answer
+	// passing to the client (rawTake sends the other pairs to the bridge).
+	fulfilling := !r.stateless && mcpx.Stateless(upstreamVersion(rt.up))
 	var input []byte // the answers and requestState of a retry
 	for round := 1; ; round++ {
-		if stateless {
+		if fulfilling {
 			g.exchange(ctx).setRounds(round)
 		}
 		res, err := g.roundRaw(ctx, r, rt, progress, input)
-		if err != nil || !stateless {
+		if err != nil || !fulfilling {
 			return g.rewriteRaw(r, rt, res, err)
 		}
 		irs, state, more, err := rawAsks(r.m.kind, res)
@@ -83,7 +87,7 @@ func (g *Gateway) roundRaw(ctx context.Context, r *rawRequest, rt route, progres
 		})
 		g.obs.metrics.Inflight(ctx, uc.server, 1)
 	}
-	params, err := rawParams(ctx, r, rt, o.token, g.upstreamMeta(rt.up, r.ss), input)
+	params, err := rawParams(ctx, r, rt, o.token, g.logLevelMember(rt.up, r), input)
 	if err != nil {
 		g.endCall(ctx, &uc, err, false)
 		return nil, err
@@ -95,29 +99,25 @@ func (g *Gateway) roundRaw(ctx context.Context, r *rawRequest, rt route, progres
 
 // rawParams returns the params of r as rt's upstream gets them: the
 // client's, byte for byte, but for the name or URI (the upstream's own),
-// the progress token (token, when the client sent one), and added first
-// to _meta: hop, the upstream's per-request keys (upstreamMeta), and the
-// trace context of ctx (the client's own trace context never gets here:
-// any _meta key but progressToken takes the slow path). input, when not
-// nil, is members added last to the params.
-func rawParams(ctx context.Context, r *rawRequest, rt route, token string, hop, input []byte) ([]byte, error) {
+// the progress token (token, when the client sent one), a 2026-07-28
+// client's per-request members (dropped: they describe the client's hop;
+// CallRaw adds the upstream connection's own), and added to _meta: add,
+// the log level for a 2026-07-28 upstream (logLevelMember), and the trace
+// context of ctx (the client's own trace context never gets here: any
+// _meta key but those takes the slow path). input, when not nil, is
+// members added last to the params. One rewrite, one allocation.
+func rawParams(ctx context.Context, r *rawRequest, rt route, token string, add, input []byte) ([]byte, error) {
 	msg, env := r.msg, &r.env
-	meta := hop
 	if trace.SpanContextFromContext(ctx).IsValid() || baggage.FromContext(ctx).Len() > 0 {
 		var err error
-		if meta, err = appendTraceMeta(slices.Clip(meta), ctx); err != nil {
+		if add, err = appendTraceMeta(slices.Clip(add), ctx); err != nil {
 			return nil, err
 		}
 	}
-	if len(meta) > 0 {
-		msg = withMeta(msg, env, meta)
-		e, err := envelope.Scan(msg)
-		if err != nil {
-			return nil, fmt.Errorf("params with _meta added: %w", err)
-		}
-		env = &e
+	ed := envelope.Edit{MetaAdd: add}
+	if r.stateless {
+		ed.MetaDrop = hopMetaPrefix
 	}
-	ed := envelope.Edit{}
 	if r.m.uri {
 		ed.URI, ed.SetURI = rt.original, true
 	} else {
@@ -126,12 +126,12 @@ func rawParams(ctx context.Context, r *rawRequest, rt route, token string, hop, 
 	if token != "" {
 		ed.ProgressToken = envelope.AppendString(nil, token)
 	}
-	params, err := env.AppendParams(make([]byte, 0, env.Params.End-env.Params.Start+len(rt.original)+len(input)+48), msg, ed)
+	params, err := env.AppendParams(make([]byte, 0, env.Params.End-env.Params.Start+len(rt.original)+len(add)+len(input)+48), msg, ed)
 	if err != nil || input == nil {
 		return params, err
 	}
-	params = params[:len(params)-1] // the closing brace
-	if !emptyObject(env.Params.In(msg)) {
+	params = bytes.TrimRight(params[:len(params)-1], " \t\r\n") // the closing brace
+	if params[len(params)-1] != '{' {
 		params = append(params, ',')
 	}
 	params = append(params, input...)
@@ -160,34 +160,6 @@ func appendTraceMeta(dst []byte, ctx context.Context) ([]byte, error) {
 		dst = envelope.AppendString(dst, v)
 	}
 	return dst, nil
-}
-
-// withMeta returns a copy of msg whose params._meta starts with members
-// (comma-separated _meta members), or whose params start with a new _meta
-// holding them.
-func withMeta(msg []byte, env *envelope.Envelope, members []byte) []byte {
-	var at int
-	var ins []byte
-	if env.Meta.Present() {
-		at = env.Meta.Start + 1
-		ins = members
-		if !emptyObject(env.Meta.In(msg)) {
-			ins = append(slices.Clip(ins), ',')
-		}
-	} else {
-		at = env.Params.Start + 1
-		ins = make([]byte, 0, len(members)+12)
-		ins = append(ins, `"_meta":{`...)
-		ins = append(ins, members...)
-		ins = append(ins, '}')
-		if !emptyObject(env.Params.In(msg)) {
-			ins = append(ins, ',')
-		}
-	}
-	out := make([]byte, 0, len(msg)+len(ins))
-	out = append(out, msg[:at]...)
-	out = append(out, ins...)
-	return append(out, msg[at:]...)
 }
 
 // inputMembers encodes a retry's answers and requestState as params

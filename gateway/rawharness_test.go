@@ -90,6 +90,18 @@ type lineClient struct {
 // t does.
 func serveStdioLines(t testing.TB, gw *Gateway, v, caps string) *lineClient {
 	t.Helper()
+	c := serveStdioRaw(t, gw)
+	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"` + v + `","capabilities":` + caps + `,"clientInfo":{"name":"lines","version":"1"}}}`)
+	c.await(`"init"`)
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return c
+}
+
+// serveStdioRaw starts a stdio session of gw without initializing it, as a
+// 2026-07-28 client does (each request carries its version); it ends when
+// t does.
+func serveStdioRaw(t testing.TB, gw *Gateway) *lineClient {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := &lineClient{t: t, in: inW, lines: make(chan string, 1000), done: make(chan error, 1)}
@@ -111,9 +123,6 @@ func serveStdioLines(t testing.TB, gw *Gateway, v, caps string) *lineClient {
 		for range c.lines {
 		}
 	})
-	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"` + v + `","capabilities":` + caps + `,"clientInfo":{"name":"lines","version":"1"}}}`)
-	c.await(`"init"`)
-	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return c
 }
 

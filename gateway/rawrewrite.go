@@ -69,6 +69,9 @@ func (g *Gateway) rewriteRaw(r *rawRequest, rt route, res []byte, err error) ([]
 	}
 	res, decode := r.trim(res, rt)
 	if !decode {
+		if r.stateless {
+			res = g.statelessResult(res)
+		}
 		return res, false, nil
 	}
 	var out []byte
@@ -91,6 +94,9 @@ func (g *Gateway) rewriteRaw(r *rawRequest, rt route, res []byte, err error) ([]
 		_, out, err = rewriteDecoded(res, func(v *mcp.ReadResourceResult) (*mcp.ReadResourceResult, error) {
 			return rewriteRead(req, rt, r.c.snap, v, nil)
 		})
+	}
+	if err == nil && r.stateless {
+		out = g.statelessResult(out)
 	}
 	return out, toolErr, err
 }
@@ -123,7 +129,9 @@ func (r *rawRequest) trim(res []byte, rt route) ([]byte, bool) {
 	if err := envelope.Members(res, resultKeys, spans[:]); err != nil {
 		return res, true
 	}
-	if spans[1].Present() {
+	// A 2026-07-28 client's result names the gateway there instead: it is
+	// replaced in place (statelessResult).
+	if spans[1].Present() && !r.stateless {
 		meta, removed, err := envelope.RemoveMember(spans[1].In(res), metaServerInfo)
 		switch {
 		case err != nil:

@@ -93,9 +93,6 @@ type flights struct {
 	levels sync.Map
 	// upLevels holds the level last set on each legacy upstream.
 	upLevels sync.Map // *upstream.Upstream → mcpx.LoggingLevel
-	// hop caches the per-request _meta of raw calls to each 2026-07-28
-	// upstream (upstreamMeta): *upstream.Upstream → *hopMeta.
-	hop sync.Map
 }
 
 // sessionLevel is the log level a legacy session set, and who set it: a
@@ -266,7 +263,6 @@ func (f *flights) busy(up *upstream.Upstream) bool {
 func (f *flights) forget(up *upstream.Upstream) {
 	f.byUp.Delete(up)
 	f.upLevels.Delete(up)
-	f.hop.Delete(up)
 }
 
 // resolve returns the origin a request from up belongs to: the oldest call

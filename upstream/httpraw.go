@@ -272,7 +272,7 @@ func appendRequest(dst []byte, n uint64, method string, params, meta []byte) ([]
 	start := len(dst) + len(`,"params":`)
 	dst = append(append(append(dst, `,"params":`...), params...), '}')
 	env, err := envelope.Scan(dst)
-	if err != nil || bytes.Contains(env.Meta.In(dst), []byte(`"io.modelcontextprotocol/`)) {
+	if err != nil || env.ProtocolVersion.Present() || env.ClientCapabilities.Present() || env.ClientInfo.Present() {
 		// Not simple, or our keys already there: decode and re-encode.
 		p, name, err := mergeMeta(params, meta)
 		if err != nil {
