@@ -56,7 +56,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(prmPath+"/", g.protectedResource)
 	mux.Handle("/mcp", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if mcpx.Stateless(r.Header.Get("Mcp-Protocol-Version")) {
-			stateless.ServeHTTP(w, r)
+			g.serveStateless(w, r, stateless)
 			return
 		}
 		g.serveSessions(w, r)

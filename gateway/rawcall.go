@@ -75,6 +75,9 @@ type rawRequest struct {
 	// is then the client's protocol's (rewriteRaw), and an input_required
 	// answer passes to the client as it is.
 	stateless bool
+	// sink, when not nil, is the call's own HTTP response, where the
+	// upstream's notifications for it go (origin.sink).
+	sink *callResponse
 }
 
 // id returns the request's id as the client wrote it.
