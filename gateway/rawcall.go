@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/envelope"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
@@ -148,10 +147,8 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 		return r // answered not-found, as the slow path answers it
 	case !rt.up.TakesRaw():
 		return nil
-	case r.stateless && (!mcpx.Stateless(upstreamVersion(rt.up)) || rt.up.SessionMode() == config.SessionPerClient):
-		// The MRTR bridge, and per-client sessions declared with the
-		// client's capabilities, are the slow path's.
-		return nil
+	case r.stateless && !mcpx.Stateless(upstreamVersion(rt.up)):
+		return nil // the MRTR bridge is the slow path's
 	}
 	return r
 }
@@ -167,7 +164,9 @@ func (g *Gateway) rawVersion(r *rawRequest) bool {
 	if env.ProtocolVersion.Present() || env.ClientCapabilities.Present() || env.ClientInfo.Present() || env.LogLevel.Present() {
 		r.version = string(envelope.Text(env.ProtocolVersion.In(r.msg)))
 		r.stateless = true
-		return r.version == mcpx.StatelessVersion && g.statelessMeta.valid(r.msg, env)
+		var ok bool
+		r.caps, ok = g.statelessMeta.valid(r.msg, env)
+		return ok && r.version == mcpx.StatelessVersion
 	}
 	if r.ss == nil {
 		return false

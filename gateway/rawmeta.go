@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"encoding/json"
+	"maps"
 	"sync"
 	"sync/atomic"
 
 	"github.com/manifold-mcp/manifold/internal/envelope"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -18,7 +20,7 @@ import (
 // call).
 type statelessMetaCache struct {
 	mu   sync.Mutex // serializes writers
-	seen atomic.Pointer[map[string]struct{}]
+	seen atomic.Pointer[map[string]*mcp.ClientCapabilities]
 }
 
 const statelessMetaMax = 256
@@ -26,47 +28,50 @@ const statelessMetaMax = 256
 // valid reports whether the SEP-2575 members of msg (Scan read it as env)
 // are as the SDK requires them: clientCapabilities present, and it and
 // clientInfo (optional) decoding into the SDK's types; the protocol
-// version is the caller's to check. A request that fails takes the slow
+// version is the caller's to check. It returns the client's capabilities
+// as the SDK's request gives them (ClientCapabilities), shared: never
+// modified. A request that fails takes the slow
 // path, where the SDK answers it with its own error. The check decodes
 // more strictly than the SDK (encoding/json matches keys case
 // insensitively, so a case-variant key of the wrong type fails here and
 // passes there), never less: the raw path takes no request the SDK would
 // refuse.
-func (c *statelessMetaCache) valid(msg []byte, env *envelope.Envelope) bool {
-	caps, info := env.ClientCapabilities.In(msg), env.ClientInfo.In(msg)
-	if caps == nil {
-		return false
+func (c *statelessMetaCache) valid(msg []byte, env *envelope.Envelope) (*mcp.ClientCapabilities, bool) {
+	capsJSON, info := env.ClientCapabilities.In(msg), env.ClientInfo.In(msg)
+	if capsJSON == nil {
+		return nil, false
 	}
 	// The key: both values, NUL-separated (a NUL never appears raw in
 	// JSON). Built on the stack for small members.
 	var buf [512]byte
-	key := append(append(append(buf[:0], caps...), 0), info...)
+	key := append(append(append(buf[:0], capsJSON...), 0), info...)
 	if m := c.seen.Load(); m != nil {
-		if _, ok := (*m)[string(key)]; ok {
-			return true
+		if caps, ok := (*m)[string(key)]; ok {
+			return caps, true
 		}
 	}
+	// The 2026-07-28 form, where roots is a pointer.
 	var v2 struct {
 		mcp.ClientCapabilities
-		Roots *struct {
-			ListChanged bool `json:"listChanged,omitempty"`
-		} `json:"roots,omitempty"`
+		Roots *mcpx.RootCapabilities `json:"roots,omitempty"`
 	}
-	if err := json.Unmarshal(caps, &v2); err != nil {
-		return false
+	if err := json.Unmarshal(capsJSON, &v2); err != nil {
+		return nil, false
 	}
 	if info != nil {
 		var impl mcp.Implementation
 		if err := json.Unmarshal(info, &impl); err != nil {
-			return false
+			return nil, false
 		}
 	}
-	c.remember(string(key))
-	return true
+	caps := &v2.ClientCapabilities
+	mcpx.SetRootsV2(caps, v2.Roots)
+	c.remember(string(key), caps)
+	return caps, true
 }
 
 // remember adds key to the set, unless it is full.
-func (c *statelessMetaCache) remember(key string) {
+func (c *statelessMetaCache) remember(key string, caps *mcp.ClientCapabilities) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.seen.Load()
@@ -77,12 +82,10 @@ func (c *statelessMetaCache) remember(key string) {
 	if n >= statelessMetaMax {
 		return
 	}
-	m := make(map[string]struct{}, n+1)
+	m := make(map[string]*mcp.ClientCapabilities, n+1)
 	if old != nil {
-		for k := range *old {
-			m[k] = struct{}{}
-		}
+		maps.Copy(m, *old)
 	}
-	m[key] = struct{}{}
+	m[key] = caps
 	c.seen.Store(&m)
 }

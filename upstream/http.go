@@ -20,6 +20,10 @@ import (
 func newHTTPClient(cfg config.Server, maxMessageBytes int, log *zap.Logger) (*http.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = http.ProxyFromEnvironment
+	// Keep a connection per call in flight: with net/http's default of 2
+	// idle connections per host, concurrent calls beyond two would open
+	// and close a connection each (thousands in TIME-WAIT under load).
+	base.MaxIdleConnsPerHost = base.MaxIdleConns
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {

@@ -3,12 +3,15 @@ package upstream
 import (
 	"context"
 	"encoding/pem"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 )
 
 // seenRequest is what headerRecorder keeps of one request.
@@ -256,5 +260,46 @@ func TestTraceContextReachesHTTPUpstream(t *testing.T) {
 	}
 	if base.last.Header.Get("Authorization") != "Bearer x" || req.Header.Get("traceparent") != "" {
 		t.Errorf("headers sent %v, caller's %v", base.last.Header, req.Header)
+	}
+}
+
+// TestHTTPClientKeepsConnectionsForConcurrentCalls: concurrent requests to
+// an upstream reuse their connections, rather than opening one per request
+// beyond net/http's default of two idle connections per host.
+func TestHTTPClientKeepsConnectionsForConcurrentCalls(t *testing.T) {
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("{}"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	client, err := newHTTPClient(config.Server{Name: "h"}, 1<<20, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, rounds = 8, 50
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if n := opened.Load(); n > workers {
+		t.Errorf("%d connections opened for %d concurrent callers", n, workers)
 	}
 }

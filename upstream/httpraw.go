@@ -223,7 +223,7 @@ func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method str
 			}
 		}
 	}
-	result, rpcErr, err := h.exchange(req, n)
+	result, rpcErr, err := h.exchange(req, n, cancel)
 	if err != nil && rctx.Err() != nil {
 		switch cause := context.Cause(rctx); {
 		case errors.Is(cause, errCallTimeout):
@@ -354,7 +354,7 @@ func mergeMeta(params, meta []byte) ([]byte, string, error) {
 }
 
 // exchange sends req and reads its answer to raw call n.
-func (h *httpRaw) exchange(req *http.Request, n uint64) ([]byte, *jsonrpc.Error, error) {
+func (h *httpRaw) exchange(req *http.Request, n uint64, cancel context.CancelCauseFunc) ([]byte, *jsonrpc.Error, error) {
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -389,10 +389,35 @@ func (h *httpRaw) exchange(req *http.Request, n uint64) ([]byte, *jsonrpc.Error,
 		}
 		return result, rpcErr, err
 	case "text/event-stream":
-		return h.readStream(resp.Body, n)
+		result, rpcErr, err := h.readStream(resp.Body, n)
+		if err == nil {
+			drain(resp.Body, cancel)
+		}
+		return result, rpcErr, err
 	}
 	return nil, nil, fmt.Errorf("answer of unsupported content type %q (HTTP %d)", mt, resp.StatusCode)
 }
+
+// Draining an answer stream after the response: a server ends the stream
+// of a call once it has answered, and a body read to its end lets the
+// connection serve the next call (one closed early is torn down, and the
+// next call dials anew). The wait is bounded: a server that keeps the
+// stream open loses the connection instead.
+const (
+	drainWait  = 50 * time.Millisecond
+	drainBytes = 64 << 10
+)
+
+// drain reads what is left of body, within drainWait and drainBytes;
+// cancel ends the request when the wait is over.
+func drain(body io.Reader, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(errDrainTimeout) })
+	_, _ = io.CopyN(io.Discard, body, drainBytes)
+	t.Stop()
+}
+
+// errDrainTimeout ends a request whose stream stayed open after its answer.
+var errDrainTimeout = errors.New("the answer stream stayed open after the response")
 
 // mediaType is the media type of a Content-Type, as the SDK reads it.
 func mediaType(ct string) string {
