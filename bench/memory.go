@@ -220,7 +220,9 @@ func measurePayload(ctx context.Context, cfg config, shape memShape, kind payloa
 	if err != nil {
 		return res, err
 	}
-	res.Baseline, res.Peak = before.RSS, after.Peak
+	// The kernel's RSS counters are batched per CPU, so VmHWM may read a
+	// few pages under the VmRSS read before it; the peak was at least that.
+	res.Baseline, res.Peak = before.RSS, max(after.Peak, before.RSS)
 	return res, nil
 }
 

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -389,7 +390,7 @@ func (h *httpRaw) exchange(req *http.Request, n uint64, cancel context.CancelCau
 		}
 		return result, rpcErr, err
 	case "text/event-stream":
-		result, rpcErr, err := h.readStream(resp.Body, n)
+		result, rpcErr, err := h.readStream(req.Context(), resp.Body, n)
 		if err == nil {
 			drain(resp.Body, cancel)
 		}
@@ -418,6 +419,44 @@ func drain(body io.Reader, cancel context.CancelCauseFunc) {
 
 // errDrainTimeout ends a request whose stream stayed open after its answer.
 var errDrainTimeout = errors.New("the answer stream stayed open after the response")
+
+// Resuming an answer stream the server ended before the answer (before
+// 2026-07-28): at most maxResumes times, after the server's retry interval
+// or resumeDelay, the SDK transport's first delay.
+const (
+	maxResumes  = 5
+	resumeDelay = time.Second
+)
+
+// resumeStream waits delay, then asks the server to replay its stream from
+// after the event lastID (GET with Last-Event-ID), and returns the new
+// answer stream.
+func (h *httpRaw) resumeStream(ctx context.Context, lastID string, delay time.Duration) (io.ReadCloser, error) {
+	t := time.NewTimer(delay)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return nil, context.Cause(ctx)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	h.setHeaders(req.Header)
+	req.Header["Accept"] = []string{"text/event-stream"}
+	delete(req.Header, "Content-Type")
+	req.Header["Last-Event-Id"] = []string{lastID}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("resuming the answer stream: %w", &httpStatusError{status: resp.StatusCode})
+	}
+	return resp.Body, nil
+}
 
 // mediaType is the media type of a Content-Type, as the SDK reads it.
 func mediaType(ct string) string {
@@ -478,12 +517,25 @@ func answer(data []byte, n uint64) (ours bool, result []byte, rpcErr *jsonrpc.Er
 
 // readStream reads the call's event stream until the response to raw call
 // n, relaying the server's messages met on the way.
-func (h *httpRaw) readStream(body io.Reader, n uint64) ([]byte, *jsonrpc.Error, error) {
+func (h *httpRaw) readStream(ctx context.Context, body io.Reader, n uint64) ([]byte, *jsonrpc.Error, error) {
 	r := sseReader{br: bufio.NewReader(body)}
 	var s serverRequests
 	defer s.cancelAll()
+	resumes := 0
 	for {
 		data, err := r.next()
+		if errors.Is(err, io.EOF) && r.lastID != "" && resumes < maxResumes {
+			// The server ended the stream before the answer, having named
+			// its events: it expects the client back with Last-Event-ID
+			// after its retry interval, as the SDK's transport comes back.
+			resumes++
+			var resumed io.ReadCloser
+			if resumed, err = h.resumeStream(ctx, r.lastID, cmp.Or(r.retry, resumeDelay)); err == nil {
+				defer resumed.Close()
+				r.br, r.has = bufio.NewReader(resumed), false
+				continue
+			}
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errNoAnswer

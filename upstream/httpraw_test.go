@@ -602,3 +602,58 @@ func TestHeaderValue(t *testing.T) {
 		}
 	}
 }
+
+// TestCallRawHTTPResumesItsStream: an upstream before 2026-07-28 that ends
+// a raw call's answer stream before the answer, having named its events,
+// gets the call back with Last-Event-ID after the retry interval it set,
+// and the answer on the resumed stream is the call's.
+func TestCallRawHTTPResumesItsStream(t *testing.T) {
+	checkLeaks(t)
+	u, f := startRawHTTP(t, false, false, nil)
+	var (
+		mu      sync.Mutex
+		id      []byte
+		ended   time.Time
+		resumed time.Duration
+		lastID  string
+	)
+	f.mu.Lock()
+	inner := f.next
+	f.next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost:
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"manifold-`)) && bytes.Contains(body, []byte(`"tools/call"`)) {
+				mu.Lock()
+				id = resultIDOf(t, body)
+				ended = time.Now()
+				mu.Unlock()
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "id: s_1\nretry: 200\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n")
+				return // the stream ends before the answer
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		case r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "":
+			mu.Lock()
+			resumed, lastID = time.Since(ended), r.Header.Get("Last-Event-ID")
+			answer := `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[],"resumed":true}}`
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "id: s_2\ndata: "+answer+"\n\n")
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := u.CallRaw(ctx, "tools/call", []byte(`{"name":"echo"}`))
+	if err != nil || string(res) != `{"content":[],"resumed":true}` {
+		t.Fatalf("CallRaw = %s, %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if lastID != "s_1" || resumed < 200*time.Millisecond {
+		t.Errorf("resumed after %v with Last-Event-ID %q, want after the 200ms retry with s_1", resumed, lastID)
+	}
+}

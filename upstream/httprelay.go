@@ -202,7 +202,10 @@ func (h *httpRaw) notifyCancelled(n uint64, cause error) {
 		msg = append(msg, `,"reason":`...)
 		msg = envelope.AppendString(msg, cause.Error())
 		msg = append(msg, "}}"...)
-		if err := h.post(ctx, msg, "notifications/cancelled"); err != nil {
+		// Not cut short by the connection's close: a call abandoned as the
+		// gateway stops must still be stopped upstream (post bounds it, and
+		// Close waits for it).
+		if err := h.post(context.WithoutCancel(ctx), msg, "notifications/cancelled"); err != nil {
 			h.u.log.Debug("notifying a cancelled raw call", zap.Error(redact.Error(err)))
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"time"
 )
 
 // errMalformedEvent: a line of an SSE stream without a ':'.
@@ -25,6 +27,10 @@ type sseReader struct {
 	br   *bufio.Reader
 	data []byte // the event being read; reused unless taken
 	has  bool   // data holds at least one data line
+	// lastID and retry are the stream's last event id and the reconnection
+	// time it asked for (0: none), for resuming it (resumeStream).
+	lastID string
+	retry  time.Duration
 }
 
 // next returns the data of the next event, valid until the following call
@@ -61,12 +67,19 @@ func (r *sseReader) next() ([]byte, error) {
 		if !found {
 			return nil, fmt.Errorf("%w: %d bytes", errMalformedEvent, len(line))
 		}
-		if string(field) == "data" {
+		switch string(field) {
+		case "data":
 			if r.has {
 				r.data = append(r.data, '\n')
 			}
 			r.data = append(r.data, bytes.TrimSpace(value)...)
 			r.has = true
+		case "id":
+			r.lastID = string(bytes.TrimSpace(value))
+		case "retry":
+			if ms, err := strconv.Atoi(string(bytes.TrimSpace(value))); err == nil && ms >= 0 {
+				r.retry = time.Duration(ms) * time.Millisecond
+			}
 		}
 		if eof {
 			if r.has {
