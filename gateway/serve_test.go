@@ -41,7 +41,12 @@ func TestServeTLSAndDrain(t *testing.T) {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 500}})
 		called <- err
 	}()
-	time.Sleep(150 * time.Millisecond) // the call is in flight
+	// The call is in flight: the gateway counts it (at most 10 s).
+	for deadline := time.Now().Add(10 * time.Second); gw.inflight.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not reach the gateway within 10 s")
+		}
+	}
 	stop()
 	if err := <-called; err != nil {
 		t.Errorf("call in flight during shutdown: %v", err)
