@@ -44,6 +44,11 @@ type Auth struct {
 	// Local (key "local") is the principal of stdio sessions and, while auth is off, of every
 	// HTTP request. Default name "local", no groups.
 	Local Principal
+	// Operators (key "operators") lists the principal names and "group:<name>" entries that
+	// may use the operator console (/ui), the details of /status and POST /reload while auth
+	// is on. Empty: no one may. While auth is off those endpoints answer loopback clients
+	// only, and this list is not consulted.
+	Operators []string
 }
 
 // Enabled reports whether HTTP requests must present a bearer token.
@@ -143,6 +148,7 @@ func authFields(a *Auth) []field {
 		{name: "resource", ptr: &a.Resource},
 		{name: "authorizationServers", ptr: &a.AuthorizationServers},
 		{name: "scopes", ptr: &a.Scopes},
+		{name: "operators", ptr: &a.Operators},
 		{name: "local", sub: []field{
 			{name: "name", ptr: &a.Local.Name},
 			{name: "groups", ptr: &a.Local.Groups},
@@ -338,6 +344,20 @@ func (v *validator) auth(a *Auth) {
 		v.principalName("auth.local.name", a.Local.Name)
 	}
 	v.groups("auth.local.groups", a.Local.Groups)
+	for i, pr := range a.Operators {
+		v.principalEntry(fmt.Sprintf("auth.operators[%d]", i), pr)
+	}
+}
+
+// principalEntry checks one entry of a list of principals: a name, or "group:<name>".
+func (v *validator) principalEntry(key, entry string) {
+	if g, ok := strings.CutPrefix(entry, GroupPrefix); ok {
+		if strings.TrimSpace(g) == "" {
+			v.add(key, "names no group")
+		}
+	} else if strings.TrimSpace(entry) == "" {
+		v.add(key, "must not be empty")
+	}
 }
 
 func (v *validator) jwt(a *Auth) {
@@ -428,14 +448,7 @@ func (v *validator) policy(p *Policy) {
 			}
 		}
 		for j, pr := range r.Principals {
-			pk := fmt.Sprintf("%s.principals[%d]", key, j)
-			if g, ok := strings.CutPrefix(pr, GroupPrefix); ok {
-				if strings.TrimSpace(g) == "" {
-					v.add(pk, "names no group")
-				}
-			} else if strings.TrimSpace(pr) == "" {
-				v.add(pk, "must not be empty")
-			}
+			v.principalEntry(fmt.Sprintf("%s.principals[%d]", key, j), pr)
 		}
 	}
 }

@@ -496,6 +496,7 @@ auth:
   jwt: { issuer: "https://idp.example", jwksURL: "https://idp.example/jwks", groupsClaim: roles }
   resource: "https://mcp.example/mcp"
   local: { name: me, groups: [ops] }
+  operators: [alice, "group:sre"]
 policy:
   default: deny
   rules:
@@ -514,7 +515,8 @@ policy:
 		JWT: &JWT{Issuer: "https://idp.example", JWKSURL: "https://idp.example/jwks", PrincipalClaim: "sub",
 			GroupsClaim: "roles", Leeway: 30 * time.Second},
 		Resource: "https://mcp.example/mcp",
-		Local:    Principal{Name: "me", Groups: []string{"ops"}},
+		Local:     Principal{Name: "me", Groups: []string{"ops"}},
+		Operators: []string{"alice", "group:sre"},
 	}
 	if diff := cmp.Diff(wantAuth, cfg.Auth); diff != "" {
 		t.Errorf("auth (-want +got):\n%s", diff)

@@ -93,6 +93,7 @@ gateway:
   resource: "mcp.example.com/mcp"
   authorizationServers: ["https://idp.example"]
   local: {name: "group:x"}
+  operators: [alice, "group:", " "]
   oauth: {}
 `,
 			want: []wantErr{
@@ -113,6 +114,8 @@ gateway:
 				{"m.yaml", "auth.jwt.secret", "at least 32 bytes"},
 				{"m.yaml", "auth.local.name", `must not start with "group:"`},
 				{"m.yaml", "auth.oauth", "unknown key"},
+				{"m.yaml", "auth.operators[1]", "names no group"},
+				{"m.yaml", "auth.operators[2]", "must not be empty"},
 				{"m.yaml", "auth.resource", "absolute https URL"},
 			},
 		},
