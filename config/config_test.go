@@ -514,7 +514,7 @@ policy:
 		},
 		JWT: &JWT{Issuer: "https://idp.example", JWKSURL: "https://idp.example/jwks", PrincipalClaim: "sub",
 			GroupsClaim: "roles", Leeway: 30 * time.Second},
-		Resource: "https://mcp.example/mcp",
+		Resource:  "https://mcp.example/mcp",
 		Local:     Principal{Name: "me", Groups: []string{"ops"}},
 		Operators: []string{"alice", "group:sre"},
 	}
