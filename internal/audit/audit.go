@@ -271,6 +271,14 @@ func (l *Log) Write(rec *Record) {
 	}
 }
 
+// Ring returns the Ring given in Options.Ring, or nil.
+func (l *Log) Ring() *Ring {
+	if l == nil {
+		return nil
+	}
+	return l.ring
+}
+
 // Dropped returns the number of records lost so far: dropped because the queue was full or
 // the Log closed, or not written because a sink failed.
 func (l *Log) Dropped() uint64 {
