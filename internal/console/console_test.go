@@ -50,7 +50,9 @@ func (f *fakeSource) Overview() Overview {
 	return Overview{Upstreams: []Upstream{{Name: "alpha", State: "ready"}, {Name: "beta", State: "failed"}}}
 }
 
-func (f *fakeSource) Principals() []Principal { return []Principal{{Name: "bob", Groups: []string{"contractor"}}} }
+func (f *fakeSource) Principals() []Principal {
+	return []Principal{{Name: "bob", Groups: []string{"contractor"}}}
+}
 
 func (f *fakeSource) Catalog(pr Principal) Catalog {
 	return Catalog{Principal: pr, Items: []Item{{Kind: "tool", Name: "alpha__x", Visible: pr.Name != "bob", Rule: "policy.rules[0]"}}}
