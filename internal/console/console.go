@@ -139,7 +139,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // "no-referrer" makes a form POST send Origin: null, which the gateway refuses
 	h.Set("Cache-Control", "no-store")
 	c.mux.ServeHTTP(w, r)
 }

@@ -60,7 +60,7 @@ function renderOverview(ov) {
   const failing = ov.upstreams.filter(u => u.state !== "ready").length;
   const cards = [
     ["Version", ov.version],
-    ["Config", (ov.config.hash || "").slice(0, 12), "loaded " + time(ov.config.loadedAt)],
+    ["Config", (ov.config.hash || "").replace(/^sha256:/, "").slice(0, 12), "loaded " + time(ov.config.loadedAt)],
     ["Upstreams", ov.upstreams.length + (failing ? " (" + failing + " down)" : ""), ov.draining ? ov.draining + " draining" : ""],
     ["Sessions", ov.sessionCount],
     ["Reloads", ov.reloadsApplied + " applied", ov.reloadsRejected + " rejected"],
