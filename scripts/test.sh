@@ -28,7 +28,7 @@ if ! command -v chromium >/dev/null; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
     $sudo apt-get update -qq
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
   else
     echo "test.sh: chromium is not installed; the console's browser test skips (apt-get install chromium)" >&2
   fi
