@@ -42,6 +42,33 @@ func BenchmarkCallTool(b *testing.B) {
 		h := newBenchHarness(b)
 		benchCalls(b, h.client, "alpha__echo", args)
 	})
+	// The operator console's cost on the call path, with the audit log on
+	// (hashed arguments, to io.Discard): console=on adds the audit ring,
+	// filled by the audit writer, and the console mounted on the handler.
+	// Compare with benchstat -col /console.
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("audited/console=%s", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
+			opts := &audit.Options{Stdout: io.Discard, LookupEnv: func(string) (string, bool) { return "", false }}
+			if on {
+				opts.Ring = audit.NewRing(0)
+			}
+			al, err := audit.New(&config.Audit{Stdout: true, Arguments: config.ArgumentsHashed}, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { al.Close(context.Background()) })
+			h := &harness{gw: newAlphaGateway(b, nil, &Options{Audit: al}), notes: make(chan string, 100)}
+			if on {
+				h.gw.Handler()
+			}
+			h.client = h.connect(b)
+			b.Cleanup(func() { h.client.Close() })
+			benchCalls(b, h.client, "alpha__echo", args)
+			if on && opts.Ring.Total() == 0 {
+				b.Fatal("the ring kept no record")
+			}
+		})
+	}
 }
 
 // observedCase is one configuration of the audit log and telemetry for the
