@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -250,5 +251,37 @@ func TestConsoleCatalogExplainsEachItem(t *testing.T) {
 	all := catalog("")
 	if it := all["alpha__fail"]; !it.Visible || it.Rule != "" {
 		t.Errorf("without a principal alpha__fail: %+v, want listed, undecided", it)
+	}
+}
+
+// TestConsoleOverviewReloadHistory: the Overview lists the latest reload
+// attempts, newest first, with the error of a rejected one, and every
+// upstream with its negotiated protocol version.
+func TestConsoleOverviewReloadHistory(t *testing.T) {
+	h := newReloadHarness(t, false)
+	h.reload(t, h.reloadConfig(true, nil), nil)
+	h.reload(t, nil, errors.New("mcpServers.gamma.command: is required"))
+	ov := consoleSource{h.gw}.Overview()
+	if len(ov.Reloads) != 2 || ov.Reloads[0].Result != ReloadRejected || !strings.Contains(ov.Reloads[0].Error, "gamma") ||
+		ov.Reloads[1].Result != ReloadApplied || ov.ReloadsApplied != 1 || ov.ReloadsRejected != 1 {
+		t.Fatalf("reloads: %+v", ov.Reloads)
+	}
+	if len(ov.Upstreams) != 2 || ov.Upstreams[0].Name != "alpha" || ov.Upstreams[1].Name != "beta" {
+		t.Fatalf("upstreams: %+v", ov.Upstreams)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ov = consoleSource{h.gw}.Overview()
+		if ov.Upstreams[1].State == "ready" && ov.Upstreams[1].ProtocolVersion != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("beta never ready with a protocol version: %+v", ov.Upstreams[1])
+		}
+	}
+	for range reloadHistory {
+		h.reload(t, nil, errors.New("bad"))
+	}
+	if n := len(consoleSource{h.gw}.Overview().Reloads); n != reloadHistory {
+		t.Errorf("%d reloads kept, want %d", n, reloadHistory)
 	}
 }
