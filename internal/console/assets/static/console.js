@@ -79,13 +79,14 @@ function renderOverview(ov) {
       el("td", {title: u.since}, ago(u.since)),
       el("td", null, u.transport, u.session ? el("span", {class: "sub"}, " · " + u.session) : null),
       el("td", null, u.protocolVersion || "—"),
+      el("td", null, u.protocolVersion ? `${u.tools} tools · ${u.prompts} prompts · ${u.resources} resources` : "—"),
       el("td", null, u.pid || "—"),
       el("td", {class: "num"}, u.restarts),
       el("td", {class: "num"}, u.inFlight),
       el("td", {class: "num", title: u.latency ? u.latency.calls + " audited calls" : "no audited calls"}, lat),
       el("td", {class: "error"}, u.lastError || ""));
   });
-  fill(document.querySelector("#upstreams tbody"), rows, "No servers configured.", 10);
+  fill(document.querySelector("#upstreams tbody"), rows, "No servers configured.", 11);
 
   fill(document.querySelector("#sessions tbody"), ov.sessions.map(s =>
     el("tr", null, el("td", null, s.client || "(unnamed)"), el("td", null, s.protocolVersion || "—"), el("td", {class: "num"}, s.count))),
@@ -179,10 +180,15 @@ async function refresh() {
     if (s === "overview") renderOverview(await get("/ui/api/overview"));
     else if (s === "catalog") renderCatalog(await get(catalogQuery()));
     else renderAudit(await get(auditQuery()));
-    document.getElementById("live").textContent = "Updated " + new Date().toLocaleTimeString([], {hour12: false});
+    const live = document.getElementById("live");
+    live.removeAttribute("role");
+    live.textContent = "Updated " + new Date().toLocaleTimeString([], {hour12: false});
     document.body.dataset.loaded = s;
   } catch (e) {
-    document.getElementById("live").textContent = "Cannot reach the gateway: " + e.message;
+    // Only a failure is announced to screen readers, not every refresh.
+    const live = document.getElementById("live");
+    live.setAttribute("role", "alert");
+    live.textContent = "Cannot reach the gateway: " + e.message;
   }
   if (document.visibilityState === "visible") timer = setTimeout(refresh, POLL_MS);
 }
