@@ -72,14 +72,15 @@ function renderOverview(ov) {
 
   const rows = ov.upstreams.map(u => {
     const kind = u.state === "ready" ? "ok" : u.state === "failed" ? "bad" : "warn";
-    const lat = u.latency ? `${u.latency.p50} / ${u.latency.p95} / ${u.latency.p99}` : "—";
+    const ms = (v) => v.toFixed(v < 10 ? 2 : 1);
+    const lat = u.latency ? `${ms(u.latency.p50)} / ${ms(u.latency.p95)} / ${ms(u.latency.p99)} ms` : "—";
     return el("tr", {"data-upstream": u.name, "data-state": u.state, class: "state-" + u.state},
       el("th", {scope: "row"}, u.name),
       el("td", null, badge(u.state, kind), u.replacing ? el("span", {class: "sub"}, " replacing: " + u.replacing) : null),
       el("td", {title: u.since}, ago(u.since)),
       el("td", null, u.transport, u.session ? el("span", {class: "sub"}, " · " + u.session) : null),
       el("td", null, u.protocolVersion || "—"),
-      el("td", null, u.protocolVersion ? `${u.tools} tools · ${u.prompts} prompts · ${u.resources} resources` : "—"),
+      el("td", null, u.protocolVersion ? `${u.tools} / ${u.prompts} / ${u.resources}` : "—"),
       el("td", null, u.pid || "—"),
       el("td", {class: "num"}, u.restarts),
       el("td", {class: "num"}, u.inFlight),
