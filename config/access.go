@@ -99,7 +99,28 @@ type JWT struct {
 	GroupsClaim string
 	// Leeway tolerates clock skew on exp, nbf and iat; default 30s.
 	Leeway time.Duration
+	// OIDC (key "oidc") lets operators sign in to the console with the issuer's OpenID
+	// Connect authorization code flow; off while its ClientID is empty.
+	OIDC OIDC
 }
+
+// OIDC is the console's OpenID Connect client at the JWT issuer.
+type OIDC struct {
+	// ClientID (key "clientID") is the console's client at the issuer; required to turn the
+	// sign-in on.
+	ClientID string
+	// ClientSecret (key "clientSecret") authenticates a confidential client (HTTP Basic at the
+	// token endpoint); empty for a public client, which PKCE protects.
+	ClientSecret string
+	// Scopes are requested; default ["openid"].
+	Scopes []string
+	// RedirectURL (key "redirectURL") is the console's callback as the browser reaches it,
+	// such as "https://mcp.example.com/ui/oidc/callback"; empty: derived from each request.
+	RedirectURL string
+}
+
+// Enabled reports whether the OIDC sign-in is on.
+func (o OIDC) Enabled() bool { return o.ClientID != "" }
 
 // JWTAlgorithms are the "alg" values Manifold can verify.
 var JWTAlgorithms = []string{
@@ -168,6 +189,12 @@ func jwtFields(j *JWT) []field {
 		{name: "principalClaim", ptr: &j.PrincipalClaim},
 		{name: "groupsClaim", ptr: &j.GroupsClaim},
 		{name: "leeway", ptr: &j.Leeway},
+		{name: "oidc", sub: []field{
+			{name: "clientID", ptr: &j.OIDC.ClientID},
+			{name: "clientSecret", ptr: &j.OIDC.ClientSecret},
+			{name: "scopes", ptr: &j.OIDC.Scopes},
+			{name: "redirectURL", ptr: &j.OIDC.RedirectURL},
+		}},
 	}
 }
 
@@ -393,6 +420,15 @@ func (v *validator) jwt(a *Auth) {
 	}
 	if j.Leeway < 0 || j.Leeway > 5*time.Minute {
 		v.add("auth.jwt.leeway", "must be between 0s and 5m")
+	}
+	if o := j.OIDC; !o.Enabled() && (o.ClientSecret != "" || len(o.Scopes) > 0 || o.RedirectURL != "") {
+		v.add("auth.jwt.oidc.clientID", "is required for the console's OIDC sign-in")
+	}
+	if j.OIDC.Enabled() && j.Issuer != "" {
+		v.httpsURL("auth.jwt.issuer", j.Issuer) // its discovery document is fetched
+	}
+	if j.OIDC.Enabled() && j.OIDC.RedirectURL != "" {
+		v.httpsURL("auth.jwt.oidc.redirectURL", j.OIDC.RedirectURL)
 	}
 }
 

@@ -493,7 +493,7 @@ auth:
   apiKeys:
     - { name: alice, key: "${ALICE_KEY}", groups: [dev] }
     - { name: bob, keyHash: "sha256:` + strings.Repeat("AB", 32) + `", groups: [contractor] }
-  jwt: { issuer: "https://idp.example", jwksURL: "https://idp.example/jwks", groupsClaim: roles }
+  jwt: { issuer: "https://idp.example", jwksURL: "https://idp.example/jwks", groupsClaim: roles, oidc: { clientID: console } }
   resource: "https://mcp.example/mcp"
   local: { name: me, groups: [ops] }
   operators: [alice, "group:sre"]
@@ -513,7 +513,7 @@ policy:
 			{Name: "bob", KeyHash: "sha256:" + strings.Repeat("AB", 32), Groups: []string{"contractor"}},
 		},
 		JWT: &JWT{Issuer: "https://idp.example", JWKSURL: "https://idp.example/jwks", PrincipalClaim: "sub",
-			GroupsClaim: "roles", Leeway: 30 * time.Second},
+			GroupsClaim: "roles", Leeway: 30 * time.Second, OIDC: OIDC{ClientID: "console"}},
 		Resource:  "https://mcp.example/mcp",
 		Local:     Principal{Name: "me", Groups: []string{"ops"}},
 		Operators: []string{"alice", "group:sre"},

@@ -29,7 +29,10 @@ func (g *Gateway) console() http.Handler {
 // redacted.
 type consoleSource struct{ g *Gateway }
 
-var _ console.Source = consoleSource{}
+var (
+	_ console.Source     = consoleSource{}
+	_ console.OIDCSource = consoleSource{}
+)
 
 // AuthOff reports whether auth is off, and the local principal's name.
 func (s consoleSource) AuthOff() (string, bool) {
@@ -179,4 +182,15 @@ func (s consoleSource) Catalog(pr console.Principal) console.Catalog {
 		add(policy.Template, t.URITemplate, original, r.templateServer[t.URITemplate], t.Title)
 	}
 	return cat
+}
+
+// OIDC returns the console's OIDC sign-in at the JWT issuer
+// (auth.jwt.oidc), if on.
+func (s consoleSource) OIDC() (console.OIDC, bool) {
+	j := s.g.current().cfg.Auth.JWT
+	if j == nil || !j.OIDC.Enabled() {
+		return console.OIDC{}, false
+	}
+	o := j.OIDC
+	return console.OIDC{Issuer: j.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: o.Scopes, RedirectURL: o.RedirectURL}, true
 }

@@ -104,12 +104,17 @@ func (c *Console) serveSignIn(w http.ResponseWriter, r *http.Request) {
 		c.unauthorized(w, true, "that key or token was not accepted")
 		return
 	}
+	c.startSession(w, r, token)
+	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+// startSession keeps a session for token and gives the browser its cookie.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, token string) {
 	id, expires := c.sessions.create(token)
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: id, Path: "/ui", Expires: expires, MaxAge: int(time.Until(expires).Seconds()),
 		Secure: r.TLS != nil, HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
-	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
 
 // serveSignOut ends the session of r's cookie.
@@ -142,6 +147,24 @@ type signInData struct {
 	Message string
 	// Form: show the sign-in form (not while auth is off).
 	Form bool
+	// Issuer, when the OIDC sign-in is on, is offered as a second way in.
+	Issuer string
+}
+
+// signInPage renders the sign-in page with msg and status code.
+func (c *Console) signInPage(w http.ResponseWriter, code int, msg string, form bool) {
+	d := signInData{Message: msg, Form: form}
+	if o, on := c.oidcSettings(); on && form {
+		d.Issuer = o.Issuer
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_ = c.signIn.Execute(w, d)
+}
+
+// signInFailed shows the sign-in page again with why it failed.
+func (c *Console) signInFailed(w http.ResponseWriter, code int, msg string) {
+	c.signInPage(w, code, msg, true)
 }
 
 // unauthorized answers 401: the sign-in form for a page, plain text otherwise.
@@ -151,9 +174,7 @@ func (c *Console) unauthorized(w http.ResponseWriter, isPage bool, msg string) {
 		http.Error(w, "unauthorized: sign in at /ui/ or send Authorization: Bearer", http.StatusUnauthorized)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(http.StatusUnauthorized)
-	_ = c.signIn.Execute(w, signInData{Message: msg, Form: true})
+	c.signInPage(w, http.StatusUnauthorized, msg, true)
 }
 
 // forbidden answers 403 with msg.
@@ -162,10 +183,8 @@ func (c *Console) forbidden(w http.ResponseWriter, isPage bool, msg string) {
 		http.Error(w, "forbidden: "+msg, http.StatusForbidden)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(http.StatusForbidden)
 	_, off := c.src.AuthOff()
-	_ = c.signIn.Execute(w, signInData{Message: "Forbidden: " + msg + ".", Form: !off})
+	c.signInPage(w, http.StatusForbidden, "Forbidden: "+msg+".", !off)
 }
 
 // loopbackPeer reports whether r comes from a loopback address.

@@ -66,6 +66,9 @@ type Options struct {
 	MaxSessions int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// HTTPClient talks to the OIDC issuer (discovery, token endpoint); nil means a client
+	// with a 10s timeout.
+	HTTPClient *http.Client
 }
 
 // Defaults of Options.
@@ -85,8 +88,10 @@ type Console struct {
 	src      Source
 	ring     *audit.Ring
 	sessions *sessions
+	oidc     *oidcFlow
 	mux      *http.ServeMux
 	signIn   *template.Template
+	signedIn *template.Template
 }
 
 // New returns the console, to be mounted at /ui/ on the gateway's main listener (never on
@@ -94,7 +99,7 @@ type Console struct {
 //
 // Who may use it: while auth is off, loopback clients only, as the local principal; while
 // auth is on, operators only, authenticated by an "Authorization: Bearer" header or by the
-// session cookie the sign-in form sets. Without either it answers 401 (pages show the
+// session cookie the sign-in form (or the issuer's OIDC sign-in, oidc.go) sets. Without either it answers 401 (pages show the
 // sign-in form), to a principal that is not an operator 403. Every GET is read-only; the two
 // POSTs (sign in, sign out) are checked for a same-site origin by the gateway and here.
 func New(src Source, opts *Options) *Console {
@@ -115,8 +120,10 @@ func New(src Source, opts *Options) *Console {
 		src:      src,
 		ring:     o.Audit,
 		sessions: newSessions(o.MaxSessions, o.SessionTTL, o.Now),
+		oidc:     newOIDCFlow(o.HTTPClient, o.Now),
 		mux:      http.NewServeMux(),
 		signIn:   template.Must(template.ParseFS(assets, "assets/signin.html")),
+		signedIn: template.Must(template.ParseFS(assets, "assets/signedin.html")),
 	}
 	static, _ := fs.Sub(assets, "assets/static")
 	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))
@@ -128,6 +135,8 @@ func New(src Source, opts *Options) *Console {
 	c.mux.Handle("GET /ui/api/audit", c.api(c.serveAudit))
 	c.mux.HandleFunc("POST /ui/signin", c.serveSignIn)
 	c.mux.HandleFunc("POST /ui/signout", c.serveSignOut)
+	c.mux.HandleFunc("POST "+oidcPath+"/start", c.serveOIDCStart)
+	c.mux.HandleFunc("GET "+oidcCallback, c.serveOIDCCallback)
 	return c
 }
 

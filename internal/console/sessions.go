@@ -1,9 +1,7 @@
 package console
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"sync"
 	"time"
 )
@@ -40,9 +38,7 @@ func newSessions(max int, ttl time.Duration, now func() time.Time) *sessions {
 
 // create keeps a session for token and returns its id and expiry.
 func (s *sessions) create(token string) (id string, expires time.Time) {
-	var raw [32]byte
-	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
-	id = base64.RawURLEncoding.EncodeToString(raw[:])
+	id = randomID()
 	now := s.now()
 	sess := &session{token: token, created: now, expires: now.Add(s.ttl)}
 	s.mu.Lock()
