@@ -91,7 +91,7 @@ type Console struct {
 	oidc     *oidcFlow
 	mux      *http.ServeMux
 	signIn   *template.Template
-	signedIn *template.Template
+	next     *template.Template // a sign-in step: on to a link
 }
 
 // New returns the console, to be mounted at /ui/ on the gateway's main listener (never on
@@ -123,7 +123,7 @@ func New(src Source, opts *Options) *Console {
 		oidc:     newOIDCFlow(o.HTTPClient, o.Now),
 		mux:      http.NewServeMux(),
 		signIn:   template.Must(template.ParseFS(assets, "assets/signin.html")),
-		signedIn: template.Must(template.ParseFS(assets, "assets/signedin.html")),
+		next:     template.Must(template.ParseFS(assets, "assets/next.html")),
 	}
 	static, _ := fs.Sub(assets, "assets/static")
 	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))

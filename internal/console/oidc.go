@@ -129,7 +129,21 @@ func (c *Console) serveOIDCStart(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(ep.Authorization, "?") {
 		sep = "&"
 	}
-	http.Redirect(w, r, ep.Authorization+sep+q.Encode(), http.StatusSeeOther)
+	// A page that moves on by itself, not a redirect: the sign-in page's form-action policy
+	// ('self') would stop a redirect to the issuer.
+	c.nextPage(w, nextData{Title: "Signing in", URL: ep.Authorization + sep + q.Encode(), Label: "continue at the issuer"})
+}
+
+// nextData fills a sign-in step page.
+type nextData struct {
+	Title, URL, Label string
+}
+
+// nextPage answers a sign-in step: a page that moves on to d.URL by itself (next.js), with
+// a link for browsers without scripts.
+func (c *Console) nextPage(w http.ResponseWriter, d nextData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = c.next.Execute(w, d)
 }
 
 // serveOIDCCallback takes the issuer's answer: it checks the state against the browser's
@@ -175,10 +189,9 @@ func (c *Console) serveOIDCCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.startSession(w, r, token)
-	// A page of our own, not a redirect, moves on to the console: after the issuer's
-	// cross-site redirect, the browser would not send the new SameSite=Strict cookie.
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = c.signedIn.Execute(w, nil)
+	// Not a redirect: at the end of the issuer's cross-site redirect chain the browser would
+	// not send the new SameSite=Strict cookie; on a navigation this page starts, it does.
+	c.nextPage(w, nextData{Title: "Signed in", URL: "/ui/", Label: "open the console"})
 }
 
 // tokenAnswer is the token endpoint's answer.

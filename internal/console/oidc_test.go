@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -79,6 +80,32 @@ func (s oidcSource) OIDC() (OIDC, bool) {
 	return OIDC{Issuer: s.issuer, ClientID: idpClientID, ClientSecret: idpSecret, Scopes: []string{"openid", "mcp"}}, true
 }
 
+// nextLink returns the link a sign-in step page (next.html) moves on to.
+func nextLink(t *testing.T, page string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(page, `id="next" href="`)
+	link, _, ok2 := strings.Cut(rest, `"`)
+	if !ok || !ok2 {
+		t.Fatalf("no next link in\n%s", page)
+	}
+	return html.UnescapeString(link)
+}
+
+// start posts to /ui/oidc/start with b and returns the link to the issuer it moves on to.
+func start(t *testing.T, b *http.Client, console string) string {
+	t.Helper()
+	resp, err := b.PostForm(console+"/ui/oidc/start", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("start: %d\n%s", resp.StatusCode, page)
+	}
+	return nextLink(t, string(page))
+}
+
 // browser is an HTTP client with cookies that follows redirects, like a browser.
 func browser(t *testing.T) *http.Client {
 	jar, _ := cookiejar.New(nil)
@@ -101,13 +128,13 @@ func TestOIDCSignIn(t *testing.T) {
 		t.Fatalf("sign-in page: %d, no OIDC button:\n%s", resp.StatusCode, page)
 	}
 
-	resp, err = b.PostForm(srv.URL+"/ui/oidc/start", nil) // → issuer → callback
+	resp, err = b.Get(start(t, b, srv.URL)) // → issuer → callback
 	if err != nil {
 		t.Fatal(err)
 	}
 	page, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `url=/ui/`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `href="/ui/"`) {
 		t.Fatalf("callback: %d\n%s", resp.StatusCode, page)
 	}
 	asked := idp.asked
@@ -164,9 +191,9 @@ func TestOIDCCallbackRefusals(t *testing.T) {
 				}
 				return nil
 			}
-			resp, err := b.PostForm(srv.URL+"/ui/oidc/start", nil)
+			resp, err := b.Get(start(t, b, srv.URL))
 			if err != nil || callback == nil {
-				t.Fatalf("start: %v, callback %v", err, callback)
+				t.Fatalf("to the issuer: %v, callback %v", err, callback)
 			}
 			resp.Body.Close()
 			q := callback.Query()

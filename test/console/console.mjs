@@ -131,11 +131,22 @@ try {
   await noSecrets(page, "audit");
   await page.screenshot({ path: join(shots, "console-audit.png"), fullPage: true });
 
+  // Sign out, then in again at the OIDC issuer: another site, whose redirect back lands on
+  // a page of the console's that moves on with the new SameSite=Strict cookie.
+  await Promise.all([page.waitForURL(base + "/ui/"), page.click("#signout button")]);
+  check(await page.locator("form[action='/ui/oidc/start'] button").count() === 1, "the sign-in page offers the OIDC issuer");
+  await page.click("form[action='/ui/oidc/start'] button");
+  await page.waitForSelector("body[data-loaded=overview]");
+  check((await page.locator("#operator").innerText()).includes("carol"), "carol is signed in by the OIDC issuer");
+  const oidcCookie = (await context.cookies()).find((c) => c.name === "manifold_console");
+  check(oidcCookie && oidcCookie.httpOnly && oidcCookie.sameSite === "Strict", "the OIDC sign-in's cookie is HttpOnly, SameSite=Strict");
+
   check(!report.pageErrors, "no script error: " + JSON.stringify(report.pageErrors));
   report.ok = true;
   console.log(JSON.stringify(report));
 } catch (e) {
   console.error(e.stack || String(e));
+  for (const p of context.pages()) console.error("page at " + p.url() + ":\n" + (await p.content().catch(() => "")).slice(0, 2000));
   console.log(JSON.stringify(report));
   process.exitCode = 1;
 } finally {
