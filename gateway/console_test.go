@@ -124,8 +124,10 @@ func TestConsoleLoopbackOnlyWithoutAuth(t *testing.T) {
 // appears in any answer, headers included.
 func TestConsoleNeverRendersSecrets(t *testing.T) {
 	const (
-		envSecret = "upstream-env-secret-5f2c"
-		argSecret = "argument-secret-9d41"
+		envSecret  = "upstream-env-secret-5f2c"
+		argSecret  = "argument-secret-9d41"
+		jwtSecret  = "jwt-hmac-secret-0123456789abcdef0123"
+		oidcSecret = "oidc-client-secret-77aa"
 	)
 	ring := audit.NewRing(0)
 	al, err := audit.New(&config.Audit{Stdout: true, Arguments: config.ArgumentsFull},
@@ -136,6 +138,8 @@ func TestConsoleNeverRendersSecrets(t *testing.T) {
 	t.Cleanup(func() { al.Close(context.Background()) })
 	_, srv, _ := teamGatewayOpts(t, demo.NewServer("alpha", nil), func(c *config.Config) {
 		devOperators(c)
+		c.Auth.JWT = &config.JWT{Issuer: "https://idp.example", Audience: []string{"manifold"}, Secret: jwtSecret,
+			OIDC: config.OIDC{ClientID: "console", ClientSecret: oidcSecret}}
 		s := c.Servers["alpha"]
 		s.Env = map[string]string{"UPSTREAM_TOKEN": envSecret}
 		c.Servers["alpha"] = s
@@ -169,6 +173,7 @@ func TestConsoleNeverRendersSecrets(t *testing.T) {
 	secrets := map[string]string{
 		"alice's key": aliceKey, "bob's key": bobKey, "eve's key": eveKey, "an upstream env value": envSecret,
 		"a call argument": argSecret, "bob's session id": bob.ID(), "the console cookie": cookie.Value,
+		"the JWT secret": jwtSecret, "the OIDC client secret": oidcSecret,
 	}
 	answers := map[string]string{"POST /ui/signin": string(signInBody) + headerText(resp.Header, "Set-Cookie")}
 
@@ -193,6 +198,10 @@ func TestConsoleNeverRendersSecrets(t *testing.T) {
 				t.Errorf("%s: the answer holds %s", what, name)
 			}
 		}
+	}
+
+	if !strings.Contains(answers["nothing GET /ui/"], `action="/ui/oidc/start"`) {
+		t.Error("the sign-in page does not offer the OIDC issuer")
 	}
 
 	// The records are there, without what must not be.
