@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,8 +15,9 @@ import (
 )
 
 // TestShort builds the binaries and runs the suite in --short mode: every
-// target once at 1 and 4 sessions with 20 calls. It checks the suite runs,
-// not how fast anything is.
+// target once at 1 and 4 sessions with 20 calls; and the memory mode with a
+// 64 KiB payload through every shape and 20 idle sessions. It checks the
+// suite runs and measures, not how fast or small anything is.
 func TestShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds three binaries")
@@ -26,26 +29,62 @@ func TestShort(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", cmd, err, out)
 		}
 	}
-	jsonOut := filepath.Join(t.TempDir(), "bench.json")
-	cfg, err := parseFlags([]string{"--bin", bin, "--short", "--json", jsonOut}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var out, progress strings.Builder
-	if err := run(ctx, cfg, &out, &progress); err != nil {
-		t.Fatalf("suite: %v\nprogress:\n%s", err, progress.String())
-	}
-	t.Logf("\n%s", out.String())
-	for _, tg := range allTargets {
-		if strings.Count(out.String(), tg.name) != 2 {
-			t.Errorf("target %q is not in both tables:\n%s", tg.name, out.String())
+	suite := func(t *testing.T, args ...string) (string, string) {
+		jsonOut := filepath.Join(t.TempDir(), "bench.json")
+		cfg, err := parseFlags(append([]string{"--bin", bin, "--short", "--json", jsonOut}, args...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var out, progress strings.Builder
+		if err := run(ctx, cfg, &out, &progress); err != nil {
+			t.Fatalf("suite: %v\nprogress:\n%s", err, progress.String())
+		}
+		t.Logf("\n%s", out.String())
+		if strings.Contains(out.String(), "(failed)") {
+			t.Errorf("a measurement failed:\n%s", out.String())
+		}
+		return out.String(), jsonOut
 	}
-	if strings.Contains(out.String(), "(failed)") {
-		t.Errorf("a measurement failed:\n%s", out.String())
-	}
+	t.Run("throughput", func(t *testing.T) {
+		out, _ := suite(t)
+		for _, tg := range allTargets {
+			if strings.Count(out, tg.name) != 2 {
+				t.Errorf("target %q is not in both tables:\n%s", tg.name, out)
+			}
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		out, jsonOut := suite(t, "--memory")
+		for _, shape := range memShapes {
+			if strings.Count(out, shape.name) != len(payloadKinds) {
+				t.Errorf("shape %q is not in the table once per method:\n%s", shape.name, out)
+			}
+		}
+		data, err := os.ReadFile(jsonOut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Payloads []payloadResult `json:"payloads"`
+			Idle     []idleResult    `json:"idle_sessions"`
+		}
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Payloads) != len(memShapes)*len(payloadKinds) {
+			t.Errorf("%d payload measurements, want %d", len(rep.Payloads), len(memShapes)*len(payloadKinds))
+		}
+		for _, p := range rep.Payloads {
+			if p.Payload != 64<<10 || p.Baseline <= 0 || p.Peak < p.Baseline {
+				t.Errorf("payload measurement %+v: want 64 KiB and 0 < baseline <= peak", p)
+			}
+		}
+		if len(rep.Idle) != 1 || rep.Idle[0].Sessions != 20 || rep.Idle[0].Before <= 0 || rep.Idle[0].After <= 0 {
+			t.Errorf("idle measurements %+v: want one of 20 sessions", rep.Idle)
+		}
+	})
 }
 
 func TestParseFlags(t *testing.T) {
@@ -59,6 +98,8 @@ func TestParseFlags(t *testing.T) {
 		{"bad target", []string{"--bin", ".", "--targets", "nope"}, "unknown target"},
 		{"zero rounds", []string{"--bin", ".", "--rounds", "0"}, "must be positive"},
 		{"missing binaries", []string{"--bin", "."}, "--bin:"},
+		{"small payload", []string{"--bin", ".", "--memory", "--payload", "10"}, "--payload must be"},
+		{"no idle sessions", []string{"--bin", ".", "--memory", "--idle-sessions", "-1"}, "--idle-sessions positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

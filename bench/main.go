@@ -16,6 +16,12 @@
 // (HTTP targets to fixture http, stdio ones to fixture stdio). Every
 // server is started afresh for each measurement and stopped after it.
 //
+// With --memory it measures instead the gateway process's memory: the peak
+// growth of its resident set while one large tools/call result and one large
+// resources/read pass through it (HTTP→stdio, HTTP→HTTP, stdio→stdio), and
+// its growth with many idle sessions, each holding its GET stream
+// (memory.go).
+//
 // bench/run.sh builds the binaries and runs it; --short runs each target
 // once with tiny counts (what CI checks).
 package main
@@ -33,6 +39,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/manifold-mcp/manifold/internal/fixture"
 )
 
 func main() {
@@ -68,6 +76,11 @@ type config struct {
 	targets []string
 	// jsonOut, if set, is a file to write every report to.
 	jsonOut string
+	// memory selects the memory mode; payload is its message size and
+	// idleSessions its number of idle sessions.
+	memory       bool
+	payload      int
+	idleSessions int
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -86,7 +99,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 2*time.Minute, "bound on one measurement's calls")
 	fs.StringVar(&targets, "targets", "", "comma-separated target names to run (default all)")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write every report and the medians to this `file`")
-	fs.BoolVar(&short, "short", false, "smoke test: one round, sessions 1 and 4, 20 calls")
+	fs.BoolVar(&short, "short", false, "smoke test: one round, sessions 1 and 4, 20 calls (with --memory: a 64 KiB payload, 20 idle sessions)")
+	fs.BoolVar(&cfg.memory, "memory", false, "measure the gateway's memory (large payloads, idle sessions) instead of throughput")
+	fs.IntVar(&cfg.payload, "payload", 4<<20, "with --memory: bytes of the tool result and of the resource read")
+	fs.IntVar(&cfg.idleSessions, "idle-sessions", 1000, "with --memory: idle sessions to open")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -98,6 +114,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if short {
 		cfg.rounds, sessions, cfg.calls, cfg.duration = 1, "1,4", 20, 30*time.Second
+		cfg.payload, cfg.idleSessions = 64<<10, 20
+	}
+	if cfg.payload < 1<<10 || cfg.payload > fixture.MaxPayloadBytes/2 || cfg.idleSessions < 1 {
+		return cfg, fmt.Errorf("--payload must be in [1024, %d] and --idle-sessions positive", fixture.MaxPayloadBytes/2)
 	}
 	for s := range strings.SplitSeq(sessions, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -7,6 +7,8 @@
 #   bash bench/run.sh                      # 5 rounds at 1, 16 and 64 sessions
 #   bash bench/run.sh --short              # smoke test (what CI runs)
 #   bash bench/run.sh --rounds 3 --sessions 1,8 --calls 2000 --json /tmp/bench.json
+#   bash bench/run.sh --memory --rounds 3  # the gateway's memory: 4 MiB payloads, 1,000 idle sessions
+#   bash bench/run.sh --memory --short     # its smoke test (what CI runs)
 #
 # Everything listens on 127.0.0.1 only; every server is stopped after use.
 set -euo pipefail

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
-	"time"
 )
 
 // report is the part of manifold-bench's JSON report the suite uses.
@@ -33,6 +32,9 @@ type report struct {
 		Processes int    `json:"processes"`
 		Err       string `json:"error"`
 	} `json:"rss"`
+	CPU struct {
+		PerCall float64 `json:"per_call_us"`
+	} `json:"cpu"`
 }
 
 type latency struct {
@@ -53,6 +55,13 @@ type measurement struct {
 // run measures every target at every session count, cfg.rounds times, in
 // alternation, then prints the medians.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	if cfg.memory {
+		payloads, idles, err := runMemory(ctx, cfg, stdout, stderr)
+		return errors.Join(err, writeJSON(cfg.jsonOut, struct {
+			Payloads []payloadResult `json:"payloads"`
+			Idle     []idleResult    `json:"idle_sessions"`
+		}{payloads, idles}))
+	}
 	targets := allTargets
 	if len(cfg.targets) > 0 {
 		targets = nil
@@ -83,31 +92,33 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	meds := medians(all)
 	printTable(stdout, cfg, targets, meds)
-	if cfg.jsonOut != "" {
-		data, err := json.MarshalIndent(struct {
-			Measurements []measurement `json:"measurements"`
-			Medians      []median      `json:"medians"`
-		}{all, meds}, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(cfg.jsonOut, data, 0o644); err != nil {
-			return err
-		}
+	err := writeJSON(cfg.jsonOut, struct {
+		Measurements []measurement `json:"measurements"`
+		Medians      []median      `json:"medians"`
+	}{all, meds})
+	return errors.Join(append(failures, err)...)
+}
+
+// writeJSON writes v as indented JSON to file, unless file is "".
+func writeJSON(file string, v any) error {
+	if file == "" {
+		return nil
 	}
-	return errors.Join(failures...)
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
 }
 
 // measure starts target's servers, runs manifold-bench against them and
 // stops them. A run with failed calls is an error.
 func measure(ctx context.Context, cfg config, t *target, sessions int) (*report, error) {
-	dir, err := os.MkdirTemp("", "manifold-bench-*")
+	e, err := newEnv(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	e := &env{binDir: cfg.binDir, dir: dir, timeout: 30 * time.Second}
-	defer e.stop()
+	defer e.close()
 	targetArgs, err := t.start(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("start: %w\n%s", err, e.logTail())
@@ -145,6 +156,9 @@ type median struct {
 	List        float64 `json:"list_tools_p50_ms"`
 	RSS         float64 `json:"rss_peak_mib"`
 	Processes   int     `json:"processes"`
+	// CPU is the server process's own CPU per call (µs): the gateway's,
+	// not its upstreams'.
+	CPU float64 `json:"cpu_per_call_us"`
 }
 
 func medians(ms []measurement) []median {
@@ -182,6 +196,7 @@ func medians(ms []measurement) []median {
 			List:        med(func(r report) float64 { return r.ListTools.P50 }),
 			RSS:         med(func(r report) float64 { return mib(r.RSS.PeakBytes) }),
 			Processes:   rs[len(rs)-1].RSS.Processes,
+			CPU:         med(func(r report) float64 { return r.CPU.PerCall }),
 		})
 	}
 	return out
@@ -218,14 +233,14 @@ func printTable(w io.Writer, cfg config, targets []*target, meds []median) {
 	for _, sessions := range cfg.sessions {
 		fmt.Fprintf(w, "\n%d session(s)\n", sessions)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "target\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tinit ms\tlist ms\tRSS MiB\tprocs\tcalls/s x\tp50 x\tp99 x\tRSS x\t")
+		fmt.Fprintln(tw, "target\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tinit ms\tlist ms\tRSS MiB\tprocs\tCPU µs/call\tcalls/s x\tp50 x\tp99 x\tRSS x\t")
 		for _, t := range targets {
 			m := find(t.name, sessions)
 			if m == nil {
-				fmt.Fprintf(tw, "%s\t(failed)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", t.name)
+				fmt.Fprintf(tw, "%s\t(failed)\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", t.name)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t", t.name, m.CallsPerSec, m.P50, m.P90, m.P99, m.Max, m.Init, m.List, m.RSS, m.Processes)
+			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t%.0f\t", t.name, m.CallsPerSec, m.P50, m.P90, m.P99, m.Max, m.Init, m.List, m.RSS, m.Processes, m.CPU)
 			if d := find(t.direct, sessions); t.direct != "" && d != nil {
 				fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t%.2f\t\n", ratio(m.CallsPerSec, d.CallsPerSec), ratio(m.P50, d.P50), ratio(m.P99, d.P99), ratio(m.RSS, d.RSS))
 			} else {

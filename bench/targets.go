@@ -101,12 +101,30 @@ func httpUpstream(url string) string {
 // env is what one measurement runs in: the binaries, a scratch directory,
 // and the server processes it started.
 type env struct {
-	binDir  string
-	dir     string
-	procs   []*exec.Cmd
-	waits   []chan struct{}
+	binDir string
+	dir    string
+	procs  []*exec.Cmd
+	waits  []chan struct{}
+	// groups are process groups started by others (an MCP command
+	// transport, which reaps its process), killed by stop.
+	groups  []int
 	logs    []string
 	timeout time.Duration
+}
+
+// newEnv returns an env with a scratch directory; close stops its servers
+// and removes the directory.
+func newEnv(cfg config) (*env, error) {
+	dir, err := os.MkdirTemp("", "manifold-bench-*")
+	if err != nil {
+		return nil, err
+	}
+	return &env{binDir: cfg.binDir, dir: dir, timeout: 30 * time.Second}, nil
+}
+
+func (e *env) close() {
+	e.stop()
+	os.RemoveAll(e.dir)
 }
 
 func (e *env) bin(name string) string { return filepath.Join(e.binDir, name) }
@@ -150,7 +168,7 @@ func (e *env) startProc(name string, args ...string) (*exec.Cmd, io.Reader, erro
 }
 
 // stop stops every server: SIGTERM to each process group, SIGKILL to
-// those still there after 5 seconds.
+// those still there after 5 seconds, and SIGKILL to e.groups.
 func (e *env) stop() {
 	for _, c := range e.procs {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
@@ -164,7 +182,10 @@ func (e *env) stop() {
 		_ = syscall.Kill(-e.procs[i].Process.Pid, syscall.SIGKILL)
 		<-done
 	}
-	e.procs, e.waits = nil, nil
+	for _, pgid := range e.groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	e.procs, e.waits, e.groups = nil, nil, nil
 }
 
 // logTail returns the end of every server log, for error messages.

@@ -13,6 +13,7 @@ import (
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/fixture"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/policy"
@@ -24,6 +25,16 @@ import (
 // transports: "direct" is a client calling the demo server itself (the
 // floor), "gateway" the same call through the gateway (lookup, forward,
 // result rewrite, both JSON-RPC hops). The difference is the gateway's cost.
+//
+// The "stdio" pair is the same over byte streams, as `serve --stdio` runs
+// with a stdio upstream: "direct stdio" is the client on a pipe to the
+// demo server, "gateway stdio" the client on a pipe to ServeStdio and the
+// gateway on a pipe to the demo server, so that its calls take the raw
+// path. The client and the server (the fixture's echo, which answers as
+// the demo's does) speak 2025-11-25 in both: a 2026-07-28 client's
+// per-request _meta takes the SDK path, and a 2026-07-28 server's
+// validation of the _meta of each request would be counted against the
+// gateway, whose upstream hop alone would pay it.
 func BenchmarkCallTool(b *testing.B) {
 	args := map[string]any{"message": "hello"}
 	b.Run("direct", func(b *testing.B) {
@@ -42,6 +53,31 @@ func BenchmarkCallTool(b *testing.B) {
 	b.Run("gateway", func(b *testing.B) {
 		h := newBenchHarness(b)
 		benchCalls(b, h.client, "alpha__echo", args)
+	})
+	b.Run("direct stdio", func(b *testing.B) {
+		r, w, _ := pipeUpstream(b, legacyEcho())()
+		cs := connectPipes(b, r, w)
+		benchCalls(b, cs, "echo", args)
+	})
+	b.Run("gateway stdio", func(b *testing.B) {
+		gw := newRawGatewayPipes(b, map[string]func() (io.ReadCloser, io.WriteCloser, error){
+			"alpha": pipeUpstream(b, legacyEcho())})
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- gw.ServeStdio(ctx, inR, outW); outW.Close() }()
+		b.Cleanup(func() {
+			cancel()
+			<-done
+			inR.Close()
+		})
+		cs := connectPipes(b, outR, inW)
+		before := gw.rawServed.Load()
+		benchCalls(b, cs, "alpha__echo", args)
+		if gw.rawServed.Load() == before {
+			b.Fatal("no call took the raw path")
+		}
 	})
 	// The operator console's cost on the call path, with the audit log on
 	// (hashed arguments, to io.Discard): console=on adds the audit ring,
@@ -83,6 +119,23 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// legacyEcho is an upstream with an echo tool that speaks 2025-11-25.
+func legacyEcho() *mcp.Server {
+	return fixture.NewServer(&fixture.Options{Name: "alpha", ProtocolVersions: []string{"2025-11-25"}})
+}
+
+// connectPipes connects a 2025-11-25 client to the server reading w and
+// writing r, closed when b ends.
+func connectPipes(b *testing.B, r io.ReadCloser, w io.WriteCloser) *mcp.ClientSession {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+		&mcp.IOTransport{Reader: r, Writer: w}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 // observedCase is one configuration of the audit log and telemetry for the

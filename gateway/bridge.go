@@ -488,7 +488,8 @@ func (g *Gateway) laterRecord(ctx context.Context, method string, req mcp.Reques
 	rec := *x // the request's own goes on being read by its handler
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	return func(err error) {
-		g.obs.audit.Write(g.auditRecord(ctx, method, req, ss, &rec, bc.start, time.Since(bc.start), nil, err))
+		f := callFacts{method: method, name: target(req), version: protocolVersion(req, ss), args: arguments(req), who: callerOf(ctx, req)}
+		g.obs.audit.Write(g.auditRecord(ctx, ss, &rec, bc.start, time.Since(bc.start), f, err))
 	}
 }
 

@@ -20,11 +20,17 @@ import (
 // maxSessionsPerPrincipal count, and the credential each session was
 // opened with, which a reload checks again (revokeClients).
 //
-// A session is registered by the request that opens it, before the SDK
-// creates it, and found again through that request's context: the SDK runs
-// every request of a session in a context derived from it. Stateless
-// (2026-07-28) requests hold no session and are not counted; neither is the
-// single stdio session.
+// For streamable HTTP the registry is the session table itself
+// (docs/architecture.md, Sessions): the gateway opens each session from the
+// SDK's exported pieces (streamable.go) and finds it again by its
+// Mcp-Session-Id (byID) on every request, whichever path serves it; the
+// requests of a session move its used and busy, and the gateway ends it
+// when it idles (idle.go). A legacy SSE session is registered by the GET
+// that opens it, before the SDK creates it, and found again through that
+// request's context: the SDK runs every message of the session in a
+// context derived from it (trackClient). Stateless (2026-07-28) requests
+// hold no session and are not counted; neither is the single stdio
+// session.
 
 // Session kinds, for logs.
 const (
@@ -32,7 +38,8 @@ const (
 	kindSSE        = "sse"
 )
 
-// client is one downstream session an HTTP client holds.
+// client is one downstream session an HTTP client holds: the gateway's
+// session record.
 type client struct {
 	owner string          // sessionOwner of id; "local" while auth is off
 	id    *authn.Identity // what it was opened with; nil while auth is off
@@ -41,14 +48,68 @@ type client struct {
 	// streamable sessions, which end by closing ss.
 	cancel context.CancelFunc
 
-	ss atomic.Pointer[mcp.ServerSession] // once its first request is seen
+	// sid and transport are a streamable session's, set before it is in
+	// byID; every request of the session is served by transport.
+	sid       string
+	transport *mcp.StreamableServerTransport
+
+	// ss is set once the SDK session exists: for a streamable session
+	// before its id is in byID, for an SSE one at its first message.
+	ss atomic.Pointer[mcp.ServerSession]
 	// used is when a request of it last started or ended (unix ns).
 	used atomic.Int64
-	// busy counts its requests in flight, and the request opening it; it
-	// is set to ending when the session is chosen to end, so that a
-	// session counted idle cannot have begun a request since.
+	// busy counts its requests in flight: one per request, streamUnit per
+	// open GET stream, and one for the request opening it. It is set to
+	// ending when the session is chosen to end, so that a session counted
+	// idle cannot have begun a request since, and a request that finds it
+	// so is refused (begin).
 	busy  atomic.Int64
 	ended atomic.Bool
+}
+
+// streamUnit is what an open GET stream adds to busy: a session whose
+// only requests in flight are streams is idle enough to be ended to make
+// room for another (idlest), not to time out (takeIdle).
+const streamUnit = 1 << 32
+
+// begin counts a request of cl in flight (unit: 1, or streamUnit for a GET
+// stream) from its start, and reports true; false when cl is being ended,
+// and the request must not be served. Each begin that reports true is
+// matched by one end with the same unit.
+func (cl *client) begin(unit int64) bool {
+	if cl.busy.Add(unit) < 0 {
+		cl.busy.Add(-unit)
+		return false
+	}
+	cl.used.Store(time.Now().UnixNano())
+	return true
+}
+
+// end counts the end of a request begun with begin(unit). The session's
+// last use is stored before busy drops, so that one seen not busy has its
+// last use up to date (takeIdle).
+func (cl *client) end(unit int64) {
+	cl.used.Store(time.Now().UnixNano())
+	cl.busy.Add(-unit)
+}
+
+// protocolVersion is the protocol version the streamable session
+// negotiated in its initialize, as the SDK does: the client's when the
+// gateway speaks it, else the newest the gateway speaks with sessions; ""
+// before initialize.
+func (cl *client) protocolVersion() string {
+	ss := cl.ss.Load()
+	if ss == nil {
+		return ""
+	}
+	p := ss.InitializeParams()
+	if p == nil {
+		return ""
+	}
+	if sessionVersions[p.ProtocolVersion] {
+		return p.ProtocolVersion
+	}
+	return latestSessionVersion
 }
 
 // ending marks a client in busy that the gateway is ending.
@@ -59,21 +120,29 @@ const ending = math.MinInt64 / 2
 type clientKey struct{}
 
 // clients is the registry of downstream HTTP sessions. Opening, ending and
-// counting take mu (once per session, never per message); the requests of a
-// session reach their client through their context, without a lock.
+// counting take mu (once per session, never per message); the requests of
+// a session find their client without a lock, by session id (byID) or
+// through their context (SSE).
 type clients struct {
 	mu      sync.Mutex
 	byOwner map[string]map[*client]struct{}
 	n       int
+	// byID is the streamable session table: Mcp-Session-Id → *client,
+	// written once when a session opens and once when it ends, read by
+	// every request.
+	byID sync.Map
 	// bySession finds the client of a session when it ends (written once
 	// per session).
 	bySession sync.Map // *mcp.ServerSession → *client
+	// wake makes sweepIdle look again at once (a reload changed the idle
+	// timeout); buffered 1.
+	wake chan struct{}
 }
 
 // errSessionLimit is wrapped by the refusals of admit.
 var errSessionLimit = errors.New("too many sessions")
 
-// admit registers a session that owner opens, within the limits of e. At
+// admit registers cl, a session its owner opens, within the limits of e. At
 // owner's own limit (while auth is on: without, every client is the local
 // principal, and only the gateway's limit applies) it ends owner's session
 // idle the longest; at the
@@ -81,7 +150,8 @@ var errSessionLimit = errors.New("too many sessions")
 // sessions, when it holds more than owner. The ended session is returned
 // for the caller to close, outside the lock. With nothing idle to end, it
 // refuses with an error wrapping errSessionLimit that names the limit.
-func (c *clients) admit(e *edge, owner string, id *authn.Identity, kind string, cancel context.CancelFunc) (cl, evicted *client, err error) {
+func (c *clients) admit(e *edge, cl *client) (evicted *client, err error) {
+	owner, id := cl.owner, cl.id
 	perOwner := e.maxPerOwner
 	if perOwner <= 0 || id == nil {
 		perOwner = math.MaxInt
@@ -95,7 +165,7 @@ func (c *clients) admit(e *edge, owner string, id *authn.Identity, kind string, 
 	switch {
 	case len(mine) >= perOwner:
 		if evicted = idlest(mine); evicted == nil {
-			return nil, nil, fmt.Errorf("%w: principal %q holds %d, as many as one principal may, and none is idle (gateway.limits.maxSessionsPerPrincipal)", errSessionLimit, ownerName(id), len(mine))
+			return nil, fmt.Errorf("%w: principal %q holds %d, as many as one principal may, and none is idle (gateway.limits.maxSessionsPerPrincipal)", errSessionLimit, ownerName(id), len(mine))
 		}
 	case c.n >= e.maxSessions:
 		var most map[*client]struct{}
@@ -105,13 +175,12 @@ func (c *clients) admit(e *edge, owner string, id *authn.Identity, kind string, 
 			}
 		}
 		if evicted = idlest(most); evicted == nil {
-			return nil, nil, fmt.Errorf("%w: the gateway serves at most %d (gateway.limits.maxSessions)", errSessionLimit, e.maxSessions)
+			return nil, fmt.Errorf("%w: the gateway serves at most %d (gateway.limits.maxSessions)", errSessionLimit, e.maxSessions)
 		}
 	}
 	if evicted != nil {
 		c.removeLocked(evicted)
 	}
-	cl = &client{owner: owner, id: id, kind: kind, cancel: cancel}
 	cl.used.Store(time.Now().UnixNano())
 	if mine == nil {
 		mine = map[*client]struct{}{}
@@ -119,22 +188,25 @@ func (c *clients) admit(e *edge, owner string, id *authn.Identity, kind string, 
 	}
 	mine[cl] = struct{}{}
 	c.n++
-	return cl, evicted, nil
+	return evicted, nil
 }
 
 // idlest returns the client of set idle the longest, with no request in
-// flight, marked ending; nil when none is idle. c.mu is held.
+// flight but GET streams, marked ending; nil when none is idle. c.mu is
+// held.
 func idlest(set map[*client]struct{}) *client {
 	// A request of the one found may begin before it is marked: then look
 	// again, a few times at most (requests keep beginning: nothing is idle).
 	for range 3 {
 		var best *client
+		var busy int64
 		for cl := range set {
-			if cl.busy.Load() == 0 && (best == nil || cl.used.Load() < best.used.Load()) {
-				best = cl
+			// Open GET streams do not make a session busy here.
+			if b := cl.busy.Load(); b >= 0 && b%streamUnit == 0 && (best == nil || cl.used.Load() < best.used.Load()) {
+				best, busy = cl, b
 			}
 		}
-		if best == nil || best.busy.CompareAndSwap(0, ending) {
+		if best == nil || best.busy.CompareAndSwap(busy, ending) {
 			return best
 		}
 	}
@@ -161,6 +233,9 @@ func (c *clients) removeLocked(cl *client) bool {
 		delete(c.byOwner, cl.owner)
 	}
 	c.n--
+	if cl.sid != "" {
+		c.byID.CompareAndDelete(cl.sid, cl) // its next request gets 404
+	}
 	return true
 }
 
@@ -186,45 +261,55 @@ func (c *clients) count(owner string) (all, owners int) {
 }
 
 // openClient registers the session that r opens (a POST /mcp without a
-// session, or a GET /sse), ending another first when a limit requires it,
-// and returns r with the client in its context. It answers 503 itself when
-// no session may open. cancel is the SSE stream's, nil for streamable HTTP.
-func (g *Gateway) openClient(w http.ResponseWriter, r *http.Request, kind string, cancel context.CancelFunc) (*client, *http.Request, bool) {
+// session, or a GET /sse), ending another first when a limit requires it.
+// It answers 503 itself when no session may open. cancel is the SSE
+// stream's, nil for streamable HTTP; sid is the streamable session's id,
+// whose opening request counts as busy until settleOpened.
+func (g *Gateway) openClient(w http.ResponseWriter, r *http.Request, kind string, cancel context.CancelFunc, sid string) (*client, bool) {
 	id, _ := r.Context().Value(identityCtxKey{}).(*authn.Identity)
-	owner := "local"
+	cl := &client{owner: "local", id: id, kind: kind, cancel: cancel, sid: sid}
 	if id != nil {
-		owner = sessionOwner(id)
+		cl.owner = sessionOwner(id)
 	}
-	cl, evicted, err := g.clients.admit(g.current().edge, owner, id, kind, cancel)
+	if sid != "" {
+		cl.transport = &mcp.StreamableServerTransport{SessionID: sid}
+		cl.busy.Store(1) // its opening request, until settleOpened
+	}
+	evicted, err := g.clients.admit(g.current().edge, cl)
 	if err != nil {
 		g.log.Warn("session refused", zap.String(keyPrincipal, ownerName(id)), zap.Error(err))
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return nil, nil, false
+		return nil, false
 	}
 	if evicted != nil {
 		g.log.Debug("idle session ended to make room for a new one",
 			zap.String(keyPrincipal, ownerName(evicted.id)), zap.String(keyKind, evicted.kind))
 		g.endClient(evicted, errSessionEvicted)
 	}
-	if kind == kindStreamable {
-		cl.busy.Add(1) // its opening request, until settleOpened
-	}
-	return cl, r.WithContext(context.WithValue(r.Context(), clientKey{}, cl)), true
+	return cl, true
 }
 
 // settleOpened is called when the request that opened cl's streamable
-// session has been answered: without a session (the SDK made none, or
-// closed it), cl is forgotten; a session ended meanwhile is closed now.
+// session has been answered: without a session (none was made), cl is
+// forgotten; a session that did not initialize, or was ended meanwhile, is
+// ended now.
 func (g *Gateway) settleOpened(cl *client) {
-	cl.busy.Add(-1)
-	cl.used.Store(time.Now().UnixNano())
+	cl.end(1)
 	ss := cl.ss.Load()
 	switch {
 	case ss == nil:
 		g.clients.remove(cl)
 	case cl.ended.Load():
 		g.closeSession(ss, errSessionEnded)
+	case ss.InitializeParams() == nil:
+		// As the SDK does: a session whose initialize failed is no session.
+		g.clients.remove(cl)
+		g.endClient(cl, errNotInitialized)
+	default:
+		if ce := g.log.Check(zap.DebugLevel, "session opened"); ce != nil {
+			ce.Write(zap.String(keyPrincipal, ownerName(cl.id)), zap.String(keyVersion, cl.protocolVersion()))
+		}
 	}
 }
 
@@ -233,12 +318,14 @@ var (
 	errSessionEvicted = errors.New("manifold: the session was ended to make room for a new one")
 	errSessionEnded   = errors.New("manifold: the credential of the session no longer authenticates")
 	errShuttingDown   = errors.New("manifold: the gateway is shutting down")
+	errSessionIdle    = errors.New("manifold: the session was idle for gateway.limits.sessionIdleTimeout")
+	errNotInitialized = errors.New("manifold: the session did not initialize")
 )
 
 // endClient ends cl's session, which is no longer registered: an SSE
-// stream by ending its GET, a streamable session by closing it, so that its
-// next request gets 404. A streamable session still being opened is
-// closed by settleOpened.
+// stream by ending its GET, a streamable session by closing it (its next
+// request gets 404: it is gone from byID). A streamable session whose SDK
+// session is not made yet is closed by settleOpened.
 func (g *Gateway) endClient(cl *client, cause error) {
 	cl.ended.Store(true)
 	if cl.cancel != nil {
@@ -259,9 +346,12 @@ func (g *Gateway) closeSession(ss *mcp.ServerSession, cause error) {
 	}
 }
 
-// trackClient is receiving middleware: it links a session to the client
-// that opened it on the session's first request, and keeps the client's
-// requests in flight and last use, which tell which sessions are idle.
+// trackClient is receiving middleware for legacy SSE sessions, whose
+// messages carry the client in their context: it links the session to the
+// client that opened it on the session's first message, and keeps the
+// client's messages in flight and last use, which tell which sessions are
+// idle. (Streamable sessions are linked when they open and counted per
+// HTTP request: streamable.go.)
 func (g *Gateway) trackClient(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		cl, ok := ctx.Value(clientKey{}).(*client)

@@ -119,12 +119,7 @@ func withAlice(name string, groups ...string) func(*config.Config) {
 func ended(cs *mcp.ClientSession) bool {
 	done := make(chan struct{})
 	go func() { cs.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(5 * time.Second):
-		return false
-	}
+	return within(done, 5*time.Second)
 }
 
 // TestReloadAppliesToEverySessionOfAPrincipal: a reload that moves alice

@@ -43,23 +43,34 @@ func knowsURLElicitation(version string) bool {
 //     and for prompts/get and resources/read a JSON-RPC internal error
 //     (-32603) with that text, the original data kept.
 func translateError[Q callerRequest, R mcp.Result](g *Gateway, m *method[Q, R], ss *mcp.ServerSession, version string, up *upstream.Upstream, res R, err error) (R, error) {
+	text, data, translate := g.urlElicitationError(ss, version, up, err)
+	if !translate {
+		return res, err
+	}
+	if r, ok := m.toolError(text); ok {
+		return r, nil
+	}
+	var zero R
+	return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: text, Data: data}
+}
+
+// urlElicitationError is translateError's decision, for either path: for
+// a -32042 error the client of ss on version does not know, the text to
+// answer with and the error's data (translate); a -32042 error it knows
+// has its elicitation ids remembered and passes unchanged.
+func (g *Gateway) urlElicitationError(ss *mcp.ServerSession, version string, up *upstream.Upstream, err error) (text string, data json.RawMessage, translate bool) {
 	rpcErr, ok := mcpx.AsRPCError(err)
 	if !ok || rpcErr.Code != mcp.CodeURLElicitationRequired {
-		return res, err
+		return "", nil, false
 	}
 	elicitations := urlElicitationsOf(rpcErr)
 	if knowsURLElicitation(version) {
 		for _, e := range elicitations {
 			g.bridge.urls.remember(up, e.ElicitationID, ss, version)
 		}
-		return res, err
+		return "", nil, false
 	}
-	text := urlElicitationText(rpcErr, elicitations)
-	if r, ok := m.toolError(text); ok {
-		return r, nil
-	}
-	var zero R
-	return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: text, Data: rpcErr.Data}
+	return urlElicitationText(rpcErr, elicitations), rpcErr.Data, true
 }
 
 // urlElicitationsOf returns the elicitations of a -32042 error's data.

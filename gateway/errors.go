@@ -70,6 +70,13 @@ const codeLegacyResourceNotFound = -32002
 // characters ("\x01"), and an answer that does not encode ends the client's
 // connection instead of answering.
 func resourceNotFound(req mcp.Request, uri string) error {
+	cr, ok := req.(callerRequest)
+	return resourceNotFoundIn(uri, ok && !mcpx.Stateless(cr.ProtocolVersion()))
+}
+
+// resourceNotFoundIn is resourceNotFound for a client whose protocol
+// version is before 2026-07-28 (legacy) or not.
+func resourceNotFoundIn(uri string, legacy bool) error {
 	err := mcp.ResourceNotFoundError(uri)
 	rpcErr, ok := err.(*jsonrpc.Error)
 	if !ok {
@@ -79,7 +86,7 @@ func resourceNotFound(req mcp.Request, uri string) error {
 	answer.Data, _ = json.Marshal(struct {
 		URI string `json:"uri"`
 	}{uri})
-	if cr, ok := req.(callerRequest); ok && !mcpx.Stateless(cr.ProtocolVersion()) {
+	if legacy {
 		answer.Code = codeLegacyResourceNotFound
 	}
 	return &answer

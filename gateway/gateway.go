@@ -12,8 +12,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +53,11 @@ type Options struct {
 	// Transports, when it has an entry for a server name, replaces that
 	// server's configured transport (see upstream.Options.Transport).
 	Transports map[string]func() (mcp.Transport, error)
+	// Pipes, when it has an entry for a server name (and Transports has
+	// none), replaces that server's configured transport with a byte
+	// stream spoken as a stdio upstream's, which takes raw calls (see
+	// upstream.Options.Pipe). For in-process upstreams and tests.
+	Pipes map[string]func() (io.ReadCloser, io.WriteCloser, error)
 	// LoadConfig loads the config again for Reload: the file the gateway was
 	// started with, with the same overrides. Nil: Reload is refused.
 	LoadConfig func() (*config.Config, error)
@@ -92,7 +99,16 @@ type Gateway struct {
 	routes   atomic.Pointer[routes]
 	views    atomic.Pointer[viewCache]
 	inflight lifecycle.Gauge // requests being handled, for draining
-	reloads  reloadLog
+	// rawServed counts the calls the raw path served (rawcall.go): which
+	// path a request took, for tests and the status page.
+	rawServed atomic.Int64
+	// statelessMeta remembers the 2026-07-28 per-request members the raw
+	// path found valid (rawmeta.go).
+	statelessMeta statelessMetaCache
+	// serverInfo is the gateway's implementation, encoded: what a
+	// 2026-07-28 result names in its _meta (rawresult.go).
+	serverInfo []byte
+	reloads    reloadLog
 
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
@@ -103,7 +119,7 @@ type Gateway struct {
 	// Close, its context is the one upstreams and background work run
 	// under, and every goroutine the gateway starts (the merge loop,
 	// replacements, drains, bridged calls, session watchers, the idle
-	// reaper, deliveries) runs through life.Go, so Close ends and waits
+	// sweeper and reaper, deliveries) runs through life.Go, so Close ends and waits
 	// for them all. Nothing new starts before Start or once Close has
 	// begun.
 	life *lifecycle.Group
@@ -146,6 +162,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		changed:  make(chan struct{}, 1),
 		life:     lifecycle.New(o.Logger.Named("gateway")),
 	}
+	g.clients.wake = make(chan struct{}, 1)
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -163,7 +180,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	}
 	// Announced to the client's per-client upstream sessions.
 	mcpx.SetRootsListChangedHandler(serverOpts, g.rootsChanged)
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}, serverOpts)
+	impl := &mcp.Implementation{Name: "manifold", Title: "Manifold MCP gateway", Version: o.Version}
+	g.server = mcp.NewServer(impl, serverOpts)
+	g.serverInfo, _ = json.Marshal(impl) // plain strings: cannot fail
 	// Outermost first: recover, then cancellation by session deletion, then
 	// the session's last use (clients.go), then spans, metrics and audit,
 	// then the gateway's own interception.
@@ -213,6 +232,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 		GuardPath:       g.opts.GuardPath,
 		ClientInfo:      &mcp.Implementation{Name: "manifold", Version: g.opts.Version},
 		Transport:       g.opts.Transports[s.Name],
+		Pipe:            g.opts.Pipes[s.Name],
 		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
 		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},
@@ -243,6 +263,7 @@ func (g *Gateway) Start(ctx context.Context) {
 		}
 	}
 	g.life.Go(g.mergeLoop)
+	g.life.Go(g.sweepIdle)
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
 	g.started.Store(true)

@@ -43,7 +43,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		return nil, unknownRef(req.Params.Ref)
 	}
 	c.x.routed(c.route)
-	if err := g.upstreamSession(ctx, &c, req); err != nil {
+	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
 		return nil, upstreamError(err)
 	}
 	rt := c.route

@@ -22,7 +22,8 @@ const readHeaderTimeout = 10 * time.Second
 // Handler returns the gateway's HTTP handler:
 //
 //	/mcp  streamable HTTP; requests whose MCP-Protocol-Version is 2026-07-28
-//	      or later go to a stateless handler, older ones to the stateful one
+//	      or later go to the SDK's stateless handler, older ones to the
+//	      gateway's sessions (serveSessions)
 //	/sse  legacy HTTP+SSE (2024-11-05); messages are POSTed to /sse?sessionid=…
 //	/.well-known/oauth-protected-resource[/mcp]
 //	      OAuth protected resource metadata, when tokens come from an
@@ -38,19 +39,14 @@ const readHeaderTimeout = 10 * time.Second
 func (g *Gateway) Handler() http.Handler {
 	// The SDK fixes its options at construction; everything a reload may
 	// change (limits, hosts, auth) is checked per request, from the current
-	// snapshot, by the gateway's own handlers around it.
-	idle := g.current().cfg.Gateway.Limits.SessionIdleTimeout
+	// snapshot, by the gateway's own handlers around it. Streamable HTTP
+	// sessions are the gateway's own (streamable.go).
 	getServer := func(*http.Request) *mcp.Server { return g.server }
-	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		SessionTimeout:             idle,
-		MaxRequestBodyBytes:        -1,   // limitBody enforces the current limit
-		DisableLocalhostProtection: true, // checkHostOrigin does it, with allowedHosts
-	})
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
-		MaxRequestBodyBytes:          -1,
-		DisableLocalhostProtection:   true,
+		MaxRequestBodyBytes:          -1,   // limitBody enforces the current limit
+		DisableLocalhostProtection:   true, // checkHostOrigin does it, with allowedHosts
 	})
 	sse := mcp.NewSSEHandler(getServer, &mcp.SSEOptions{
 		MaxRequestBodyBytes:        -1,
@@ -65,19 +61,7 @@ func (g *Gateway) Handler() http.Handler {
 			stateless.ServeHTTP(w, r)
 			return
 		}
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-			cl, r, ok := g.openClient(w, r, kindStreamable, nil)
-			if !ok {
-				return
-			}
-			defer g.settleOpened(cl)
-			stateful.ServeHTTP(w, r)
-			return
-		}
-		if r.Method == http.MethodDelete {
-			g.calls.cancelSession(r) // or the SDK waits for them (sessioncalls.go)
-		}
-		stateful.ServeHTTP(w, r)
+		g.serveSessions(w, r)
 	})))
 	mux.Handle("/sse", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
@@ -85,12 +69,12 @@ func (g *Gateway) Handler() http.Handler {
 			// request; cancel ends it early (endClient).
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			cl, r, ok := g.openClient(w, r.WithContext(ctx), kindSSE, cancel)
+			cl, ok := g.openClient(w, r, kindSSE, cancel, "")
 			if !ok {
 				return
 			}
 			defer g.clients.remove(cl)
-			sse.ServeHTTP(w, r)
+			sse.ServeHTTP(w, r.WithContext(context.WithValue(ctx, clientKey{}, cl)))
 			return
 		}
 		sse.ServeHTTP(w, r)
@@ -211,13 +195,14 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.current().cfg.Gateway.Timeouts.Drain)
 	defer cancel()
 	// Stop accepting, let the requests in flight finish within the drain
-	// timeout, then close the sessions: their long-lived streams (SSE, GET)
-	// never end by themselves, and Shutdown waits for them.
+	// timeout, then close the sessions, cancelling the calls still in
+	// flight (the SDK's Close waits for them): their long-lived streams
+	// (SSE, GET) never end by themselves, and Shutdown waits for them.
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
 	g.waitIdle(sctx)
 	for ss := range g.server.Sessions() {
-		ss.Close()
+		g.closeSession(ss, errShuttingDown)
 	}
 	err := <-shut
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -37,7 +37,14 @@ const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"proto
 
 func post(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	return send(t, http.MethodPost, url, body, header)
+}
+
+// send sends a request to the MCP endpoint url as a client would, with
+// header overriding or adding headers, and returns the answer and its body.
+func send(t *testing.T, method, url, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range header {

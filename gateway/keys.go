@@ -10,7 +10,11 @@ const (
 	keyReason  = "reason"
 	keyKind    = "kind"
 	keyName    = "name"
+	keyID      = "id"
+	keyPath    = "path" // of a call: "raw" (rawcall.go)
 	keyAddr    = "addr"
+	keyVersion = "version"
+	keyIdle    = "idle"
 
 	keyPrincipal = "principal"
 	keyGroups    = "groups"

@@ -160,34 +160,61 @@ var errInternal = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "inte
 // finish ends the request's span and records its metric and audit record.
 func (g *Gateway) finish(ctx context.Context, method string, req mcp.Request, ss *mcp.ServerSession, x *exchange,
 	span trace.Span, start time.Time, res mcp.Result, err error) {
-	d := time.Since(start)
+	g.endServer(ctx, method, x, span, start, err, isToolError(res))
+	if method == "initialize" && err == nil {
+		g.sessionOpened(ss)
+	}
+	if g.obs.audit != nil && audited(method) && !x.interim {
+		f := callFacts{method: method, name: target(req), version: protocolVersion(req, ss),
+			args: arguments(req), who: callerOf(ctx, req), toolError: isToolError(res)}
+		if err == nil {
+			f.resultBytes = jsonSize(res)
+		}
+		g.writeAudit(ctx, ss, x, start, f, err)
+	}
+}
+
+// endServer ends the server span of a request of method and records its
+// metric: an error, or a tools/call result with isError (toolError).
+func (g *Gateway) endServer(ctx context.Context, method string, x *exchange, span trace.Span, start time.Time, err error, toolError bool) {
 	errType := telemetry.ErrorType(err)
-	if isToolError(res) {
+	if toolError {
 		errType = telemetry.ErrorTypeToolError
 	}
 	if x.server != "" && span.IsRecording() {
 		span.SetAttributes(telemetry.ServerKey.String(x.server))
 	}
 	telemetry.EndSpan(span, errType)
-	g.obs.metrics.ServerOp(ctx, method, x.server, errType, d)
-	if method == "initialize" && err == nil {
-		g.sessionOpened(ss)
-	}
-	if g.obs.audit != nil && audited(method) && !x.interim {
-		if !x.callStart.IsZero() {
-			start, d = x.callStart, time.Since(x.callStart)
-		}
-		g.obs.audit.Write(g.auditRecord(ctx, method, req, ss, x, start, d, res, err))
-	}
+	g.obs.metrics.ServerOp(ctx, method, x.server, errType, time.Since(start))
 }
 
-// auditRecord builds the audit record of a finished request.
-func (g *Gateway) auditRecord(ctx context.Context, method string, req mcp.Request, ss *mcp.ServerSession, x *exchange,
-	start time.Time, d time.Duration, res mcp.Result, err error) *audit.Record {
+// callFacts is what the audit record of a call reads of its request and
+// answer, from either path: the SDK's typed request, or the raw path's
+// envelope (whose arguments are the bytes as received).
+type callFacts struct {
+	method, name, version string
+	args                  any
+	who                   caller
+	toolError             bool
+	resultBytes           int64 // the result's encoded size
+}
+
+// writeAudit writes the audit record of a finished call.
+func (g *Gateway) writeAudit(ctx context.Context, ss *mcp.ServerSession, x *exchange, start time.Time, f callFacts, err error) {
+	d := time.Since(start)
+	if !x.callStart.IsZero() {
+		start, d = x.callStart, time.Since(x.callStart)
+	}
+	g.obs.audit.Write(g.auditRecord(ctx, ss, x, start, d, f, err))
+}
+
+// auditRecord builds the audit record of a finished call.
+func (g *Gateway) auditRecord(ctx context.Context, ss *mcp.ServerSession, x *exchange,
+	start time.Time, d time.Duration, f callFacts, err error) *audit.Record {
 	rec := &audit.Record{
-		Time: start, Duration: d, Method: method, Name: target(req),
+		Time: start, Duration: d, Method: f.method, Name: f.name,
 		Server: x.server, UpstreamName: x.upstreamName, Rounds: max(1, x.rounds),
-		ProtocolVersion: protocolVersion(req, ss), Arguments: arguments(req),
+		ProtocolVersion: f.version, Arguments: f.args,
 	}
 	if ss != nil {
 		rec.SessionID = ss.ID()
@@ -196,7 +223,7 @@ func (g *Gateway) auditRecord(ctx context.Context, method string, req mcp.Reques
 		}
 	}
 	a := x.snap.access
-	pr, known := principal(ctx, a, req)
+	pr, known := f.who.principal(a)
 	rec.Principal, rec.Groups = pr.Name(), pr.Groups()
 	switch {
 	case x.decided:
@@ -210,7 +237,7 @@ func (g *Gateway) auditRecord(ctx context.Context, method string, req mcp.Reques
 	default:
 		// A name that routes nowhere: the policy's answer for it, which
 		// the client cannot tell from the unknown name's error anyway.
-		dec := a.policy.Decide(pr, kindOf(method), rec.Name, "")
+		dec := a.policy.Decide(pr, kindOf(f.method), rec.Name, "")
 		rec.Rule = a.policy.RuleName(dec)
 		rec.Decision = audit.DecisionAllow
 		if !dec.Allowed {
@@ -223,12 +250,12 @@ func (g *Gateway) auditRecord(ctx context.Context, method string, req mcp.Reques
 		if rpcErr, ok := mcpx.AsRPCError(err); ok {
 			rec.ErrorCode = rpcErr.Code
 		}
-	case isToolError(res):
+	case f.toolError:
 		rec.Outcome = audit.OutcomeToolError
-		rec.ResultBytes = jsonSize(res)
+		rec.ResultBytes = f.resultBytes
 	default:
 		rec.Outcome = audit.OutcomeOK
-		rec.ResultBytes = jsonSize(res)
+		rec.ResultBytes = f.resultBytes
 	}
 	rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
 	return rec
@@ -489,16 +516,27 @@ func protocolVersion(req mcp.Request, ss *mcp.ServerSession) string {
 			return v[0]
 		}
 	}
-	var requested string
 	if ir, ok := req.(*mcp.InitializeRequest); ok && ir.Params != nil {
-		requested = ir.Params.ProtocolVersion
-	} else if ss == nil {
-		return ""
-	} else if ip := ss.InitializeParams(); ip != nil {
-		requested = ip.ProtocolVersion
-	} else {
+		return negotiated(ir.Params.ProtocolVersion)
+	}
+	return sessionVersion(ss)
+}
+
+// sessionVersion is the version ss negotiated at initialize; "" before.
+func sessionVersion(ss *mcp.ServerSession) string {
+	if ss == nil {
 		return ""
 	}
+	ip := ss.InitializeParams()
+	if ip == nil {
+		return ""
+	}
+	return negotiated(ip.ProtocolVersion)
+}
+
+// negotiated is the version initialize settles on for a client that asks
+// for requested (computed as the SDK does; the SDK does not expose it).
+func negotiated(requested string) string {
 	if mcpx.Stateless(requested) {
 		return requested // set from a 2026-07-28 request's _meta
 	}

@@ -39,6 +39,14 @@ import (
 // plugins, upstream credentials) is one more line in serveCall and in
 // callStages, and a field of call if it learns something later stages use.
 //
+// The raw path (rawcall.go) runs the same stages on a call's bytes, for
+// the simple tools/call, prompts/get and resources/read a front hands it
+// (rawTake says which; docs/architecture.md, The pipeline: two paths):
+// observe in serveRaw, authenticate, resolve, policy and upstream session
+// as here (rawStages), forward and rewrite as byte-level twins
+// (rawforward.go, rawrewrite.go). Everything else takes this path, the
+// SDK's.
+//
 // Stages share what they learn through call, which lives on serveCall's
 // stack: no allocation per stage, and no closure per call. The typed
 // request travels alongside it: forward and rewrite read its payload, and
@@ -89,7 +97,7 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	if !g.permit(ctx, &c) {
 		return zero, m.unknown(req, c.name)
 	}
-	if err := g.upstreamSession(ctx, &c, req); err != nil {
+	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
 		return zero, upstreamError(err)
 	}
 	return forward(ctx, g, m, req, c.route, c.snap)

@@ -163,3 +163,43 @@ func TestReloadMidCallAuditsUnderTheDecidingSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestRawPipelineStagesInOrder: the raw path (rawcall.go) calls the same
+// stage functions as serveCall, in the same order, and its own forward
+// and rewrite after them.
+func TestRawPipelineStagesInOrder(t *testing.T) {
+	want := []string{"authenticate", "resolve", "permit", "upstreamSession", "forwardRaw"}
+	var called []string
+	for _, file := range []string{"rawcall.go", "rawforward.go"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || (fd.Name.Name != "rawStages" && fd.Name.Name != "forwardRaw") {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if c, ok := n.(*ast.CallExpr); ok {
+					if sel, ok := c.Fun.(*ast.SelectorExpr); ok {
+						called = append(called, sel.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	at := -1
+	for _, stage := range append(want, "rewriteRaw") {
+		i := slices.Index(called, stage)
+		if i < 0 || i < at {
+			t.Errorf("stage %s is not called in order: calls %v", stage, called)
+		}
+		at = i
+	}
+}

@@ -37,6 +37,10 @@ type origin struct {
 	up  *upstream.Upstream
 	ss  *mcp.ServerSession
 	ctx context.Context // the downstream handler's: routes writes to its stream
+	// sink, when not nil, is the call's own HTTP response (a raw call on
+	// streamable HTTP): its notifications are written there, as events,
+	// rather than sent through ss.
+	sink *callResponse
 	// req is the downstream request, read for the client's capabilities and
 	// protocol version only when a relay needs them (for 2026-07-28 clients
 	// they are decoded from _meta: not work for every call).
@@ -122,28 +126,51 @@ type callerRequest interface {
 // upstream; when the client asked for progress, begin returns a copy whose
 // progress token is the gateway's own. Call end when the call returns.
 func (f *flights) begin(ctx context.Context, up *upstream.Upstream, req mcp.Request, meta mcp.Meta) (*origin, mcp.Meta) {
-	o := &origin{seq: f.seq.Add(1), up: up, ctx: ctx}
+	o := &origin{up: up, ctx: ctx}
 	o.ss, _ = req.GetSession().(*mcp.ServerSession)
 	o.req, _ = req.(callerRequest)
 	meta, o.settle = f.withLogLevel(up, req, o.ss, meta)
+	var progress any
 	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
-		if tok := p.GetProgressToken(); tok != nil {
-			o.progress = tok
-			o.token = f.prefix + strconv.FormatUint(o.seq, 10)
-			m := make(mcp.Meta, len(meta)+1)
-			for k, v := range meta {
-				m[k] = v
-			}
-			m["progressToken"] = o.token
-			meta = m
-			f.byTok.Store(o.token, o)
-		}
+		progress = p.GetProgressToken()
 	}
-	uf := f.of(up)
+	f.track(o, progress)
+	if o.token != "" {
+		m := make(mcp.Meta, len(meta)+1)
+		for k, v := range meta {
+			m[k] = v
+		}
+		m["progressToken"] = o.token
+		meta = m
+	}
+	return o, meta
+}
+
+// track records o, a call to o.up, as in flight. When the client asked for
+// progress (progress is its token), o gets the gateway's own token, under
+// which the upstream's progress is relayed (Progress): the caller sends
+// o.token upstream in its place. Call end when the call returns.
+func (f *flights) track(o *origin, progress any) {
+	o.seq = f.seq.Add(1)
+	if progress != nil {
+		o.progress = progress
+		o.token = f.prefix + strconv.FormatUint(o.seq, 10)
+		f.byTok.Store(o.token, o)
+	}
+	uf := f.of(o.up)
 	uf.mu.Lock()
 	uf.m[o.seq] = o
 	uf.mu.Unlock()
-	return o, meta
+}
+
+// sessionLogs reports whether the legacy session ss asked for log
+// messages (logging/setLevel): its calls then settle (see end).
+func (f *flights) sessionLogs(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	_, ok := f.levels.Load(ss)
+	return ok
 }
 
 // withLogLevel returns meta with the log level the caller asked for, for an
@@ -246,9 +273,9 @@ func (f *flights) resolve(up *upstream.Upstream, method string) (*origin, error)
 	uf.mu.Lock()
 	defer uf.mu.Unlock()
 	var oldest *origin
-	sessions := map[*mcp.ServerSession]bool{}
+	sessions := map[any]bool{}
 	for _, o := range uf.m {
-		sessions[o.ss] = true
+		sessions[o.destination()] = true
 		// A call that is ending cannot carry the request to its client.
 		if o.ctx.Err() == nil && (oldest == nil || o.seq < oldest.seq) {
 			oldest = o
@@ -258,7 +285,7 @@ func (f *flights) resolve(up *upstream.Upstream, method string) (*origin, error)
 	case oldest == nil:
 		return nil, &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
 			"manifold: cannot route %s from upstream %q: no client call is in flight on it", method, up.Name())}
-	case len(sessions) > 1 || oldest.ss == nil:
+	case len(sessions) > 1 || oldest.destination() == nil:
 		return nil, &jsonrpc.Error{Code: codeUnroutable, Message: fmt.Sprintf(
 			"manifold: cannot route %s from upstream %q: calls from %d client sessions are in flight on its shared session", method, up.Name(), len(sessions))}
 	}
@@ -445,7 +472,7 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 		return
 	}
 	o := v.(*origin)
-	if o.up != from || o.ss == nil {
+	if o.up != from || o.destination() == nil {
 		return
 	}
 	o.mu.Lock()
@@ -457,9 +484,27 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 	fwd := *p
 	fwd.ProgressToken = o.progress
 	// Never block the upstream's read loop for long on a slow client.
-	if err := o.ss.NotifyProgress(o.ctx, &fwd); err != nil {
+	var err error
+	if o.sink != nil {
+		err = o.sink.notify("notifications/progress", &fwd)
+	} else {
+		err = o.ss.NotifyProgress(o.ctx, &fwd)
+	}
+	if err != nil {
 		r.g.log.Debug("progress not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
 	}
+}
+
+// destination is where what belongs to o goes: its HTTP response (sink)
+// or its client's session; nil when neither (no relay possible).
+func (o *origin) destination() any {
+	if o.sink != nil {
+		return o.sink
+	}
+	if o.ss != nil {
+		return o.ss
+	}
+	return nil
 }
 
 // Log forwards a log message of an upstream, tagged with the server name:
@@ -482,7 +527,12 @@ func (r relay) Log(from *upstream.Upstream, p *mcpx.LoggingMessageParams) {
 			return
 		}
 		o.delivered.Add(1)
-		if err := mcpx.Log(o.ctx, o.ss, &fwd); err != nil {
+		if o.sink != nil {
+			err = o.sink.notify("notifications/message", &fwd)
+		} else {
+			err = mcpx.Log(o.ctx, o.ss, &fwd)
+		}
+		if err != nil {
 			r.g.log.Debug("log message not delivered", zap.String(keyServer, from.Name()), zap.Error(err))
 		}
 		return

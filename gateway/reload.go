@@ -77,7 +77,7 @@ const reloadHistory = 20
 //   - clients get list_changed for what their lists may have gained or
 //     lost: once per list, debounced.
 //
-// gateway.listen, gateway.tls, gateway.limits.sessionIdleTimeout, gateway.timeouts.idleConnection,
+// gateway.listen, gateway.tls, gateway.timeouts.idleConnection,
 // gateway.log.format and the audit and telemetry sections apply only at
 // restart: the new config must be valid with the running values, which stay
 // in force (the audit log and the telemetry providers are kept as they are).
@@ -171,6 +171,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	g.snap.Store(newSnapshot(cfg, an))
 	res.poolChanges = g.updatePool(cfg)
 	g.pool.mu.Unlock()
+	if cfg.Gateway.Limits.SessionIdleTimeout != old.cfg.Gateway.Limits.SessionIdleTimeout {
+		g.clients.wakeSweeper() // sessions idle for the new timeout end now
+	}
 
 	if authChanged {
 		// Sessions opened with a key that was removed, or now names another
@@ -208,9 +211,6 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 	if gw.TLS != old.TLS {
 		keys = append(keys, "gateway.tls")
 	}
-	if gw.Limits.SessionIdleTimeout != old.Limits.SessionIdleTimeout {
-		keys = append(keys, "gateway.limits.sessionIdleTimeout")
-	}
 	if gw.Timeouts.IdleConnection != old.Timeouts.IdleConnection {
 		keys = append(keys, "gateway.timeouts.idleConnection")
 	}
@@ -230,7 +230,7 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 	}
 	pinned := *cfg
 	pinned.Gateway.Listen, pinned.Gateway.TLS = old.Listen, old.TLS
-	pinned.Gateway.Limits.SessionIdleTimeout, pinned.Gateway.Log.Format = old.Limits.SessionIdleTimeout, old.Log.Format
+	pinned.Gateway.Log.Format = old.Log.Format
 	pinned.Gateway.Timeouts.IdleConnection = old.Timeouts.IdleConnection
 	pinned.Audit, pinned.Telemetry = running.Audit, running.Telemetry
 	if err := pinned.Validate(); err != nil {

@@ -159,17 +159,43 @@ func clientRelayCapabilities(caps *mcp.ClientCapabilities) *mcp.ClientCapabiliti
 // upstreamSession is the upstream session stage of the call pipeline
 // (pipeline.go): the call's route gets the upstream that serves it, the
 // pool's for a shared server, the caller's dedicated session for a
-// per-client one (opened on first use).
-func (g *Gateway) upstreamSession(ctx context.Context, c *call, req callerRequest) error {
+// per-client one (opened on first use). from is the caller's downstream
+// side, read only for a per-client server.
+func (g *Gateway) upstreamSession(ctx context.Context, c *call, from downstream) error {
 	if c.route.up.SessionMode() != config.SessionPerClient {
 		return nil
 	}
-	d, err := g.dedicatedFor(ctx, c.principal, c.known, req, c.route.up)
+	d, err := g.dedicatedFor(ctx, c.principal, c.known, from, c.route.up)
 	if err != nil {
 		return err
 	}
 	c.route.up = d.up
 	return nil
+}
+
+// downstream is the client side of a call, as the upstream session stage
+// needs it: the SDK path's typed request, read only when needed (for a
+// 2026-07-28 client its capabilities are decoded from _meta), or what the
+// raw path knows of its session.
+type downstream struct {
+	req     callerRequest // nil on the raw path
+	ss      *mcp.ServerSession
+	caps    *mcp.ClientCapabilities
+	version string
+}
+
+// fromRequest is the downstream side of req.
+func fromRequest(req callerRequest) downstream {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	return downstream{req: req, ss: ss}
+}
+
+// client returns the client's capabilities and protocol version.
+func (d downstream) client() (*mcp.ClientCapabilities, string) {
+	if d.req != nil {
+		return d.req.ClientCapabilities(), d.req.ProtocolVersion()
+	}
+	return d.caps, d.version
 }
 
 // upstreamFor returns the route rt with the upstream that serves req, as
@@ -180,7 +206,13 @@ func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (r
 		return rt, nil
 	}
 	pr, known := principal(ctx, g.current().access, req)
-	d, err := g.dedicatedFor(ctx, pr, known, req, rt.up)
+	var from downstream
+	if cr, ok := req.(callerRequest); ok {
+		from = fromRequest(cr)
+	} else {
+		from.ss, _ = req.GetSession().(*mcp.ServerSession)
+	}
+	d, err := g.dedicatedFor(ctx, pr, known, from, rt.up)
 	if err != nil {
 		return route{}, err
 	}
@@ -188,17 +220,14 @@ func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (r
 	return rt, nil
 }
 
-// dedicatedFor returns req's dedicated session of base's server, opening it
-// when there is none. pr is req's principal (known: it has one), which owns
-// the sessions of 2026-07-28 clients.
-func (g *Gateway) dedicatedFor(ctx context.Context, pr *policy.Principal, known bool, req mcp.Request, base *upstream.Upstream) (*dedicated, error) {
-	var caps *mcp.ClientCapabilities
-	var version string
-	if cr, ok := req.(callerRequest); ok {
-		caps, version = cr.ClientCapabilities(), cr.ProtocolVersion()
-	}
+// dedicatedFor returns the dedicated session of base's server of the
+// client from, opening it when there is none. pr is the caller's
+// principal (known: it has one), which owns the sessions of 2026-07-28
+// clients.
+func (g *Gateway) dedicatedFor(ctx context.Context, pr *policy.Principal, known bool, from downstream, base *upstream.Upstream) (*dedicated, error) {
+	caps, version := from.client()
 	var o owner
-	ss, _ := req.GetSession().(*mcp.ServerSession)
+	ss := from.ss
 	if mcpx.Stateless(version) || ss == nil {
 		if !known {
 			return nil, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: no principal for a per-client upstream session"}

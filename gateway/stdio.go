@@ -10,6 +10,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/manifold-mcp/manifold/internal/envelope"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
@@ -26,16 +28,19 @@ var errTooLarge = errors.New("message too large")
 //
 // Each line is checked before the SDK sees it: a line that is not JSON is
 // answered with a JSON-RPC parse error and dropped (the SDK would close the
-// session), and a line over gateway.limits.maxMessageBytes ends the session
-// with a logged error, since the rest of it cannot be framed.
+// session), a line over gateway.limits.maxMessageBytes ends the session
+// with a logged error, since the rest of it cannot be framed, and a call
+// the raw path takes (rawTake; stdioraw.go) is served without the SDK.
 func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
 	// The limit is the one serving when the session starts; a stdio gateway
 	// serves one session for its whole life.
 	max := int(g.current().edge.maxBytes)
 	out := &lockedWriter{w: w}
+	front := newStdioFront(ctx, g, out)
+	defer front.close()
 	pr, pw := io.Pipe()
 	defer pr.Close()
-	go func() { pw.CloseWithError(g.filterLines(r, pw, out, max)) }()
+	go func() { pw.CloseWithError(g.filterLines(r, pw, out, max, front)) }()
 
 	t := &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: max + 1}
 	// The session's handlers run in this context: it names the principal.
@@ -43,6 +48,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
+	front.ss.Store(ss)
 	done := make(chan error, 1)
 	go func() { done <- ss.Wait() }()
 	select {
@@ -59,8 +65,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 }
 
 // filterLines copies JSON lines from r to pass, answers non-JSON lines on
-// out, and stops at EOF (nil), an oversized line, or a closed pass.
-func (g *Gateway) filterLines(r io.Reader, pass io.Writer, out io.Writer, max int) error {
+// out, hands the lines raw takes to it, and stops at EOF (nil), an
+// oversized line, or a closed pass. raw may be nil (everything passes).
+func (g *Gateway) filterLines(r io.Reader, pass io.Writer, out io.Writer, max int, raw *stdioFront) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	for {
@@ -73,16 +80,19 @@ func (g *Gateway) filterLines(r io.Reader, pass io.Writer, out io.Writer, max in
 			continue
 		}
 		if msg := bytes.TrimSpace(line); len(msg) > 0 {
-			if json.Valid(msg) {
+			env, serr := envelope.Scan(msg)
+			switch {
+			case errors.Is(serr, envelope.ErrSyntax), serr != nil && !json.Valid(msg): // deeper than Scan looks
+				g.log.Warn("stdio: message is not valid JSON; answered with a parse error", zap.Int("bytes", len(msg)))
+				io.WriteString(out, parseErrorLine)
+			case raw != nil && serr == nil && raw.take(msg, &env):
+			default:
 				if _, werr := pass.Write(line); werr != nil {
 					return werr
 				}
 				if line[len(line)-1] != '\n' {
 					pass.Write([]byte{'\n'})
 				}
-			} else {
-				g.log.Warn("stdio: message is not valid JSON; answered with a parse error", zap.Int("bytes", len(msg)))
-				io.WriteString(out, parseErrorLine)
 			}
 		}
 		line = line[:0]

@@ -12,7 +12,7 @@ import (
 // with it (the stdio process, the HTTP client's idle connections).
 type connection struct {
 	transport mcp.Transport
-	raw       *stdioConn   // the transport, when it takes raw calls
+	raw       *stdioConn   // the transport, when it takes raw calls (stdio)
 	proc      *process     // nil for http and sse
 	http      *http.Client // nil for stdio
 }

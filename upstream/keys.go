@@ -12,4 +12,5 @@ const (
 	keyURI        = "uri"
 	keyLimit      = "limit"
 	keyHTTPMethod = "http_method"
+	keyMethod     = "method"
 )

@@ -15,26 +15,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/fixture"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
-
-// bigServer is an MCP server with echo and big ({"bytes": n} returns n
-// bytes of text).
-func bigServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "big"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
-		Message string `json:"message"`
-	}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
-	})
-	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
-		Bytes int `json:"bytes"`
-	}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Bytes)}}}, nil, nil
-	})
-	return s
-}
 
 // TestOversizedAnswer: an answer over MaxMessageBytes from an http upstream
 // (a JSON body, an SSE stream answering the POST) or a legacy sse upstream
@@ -59,7 +43,7 @@ func TestOversizedAnswer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkLeaks(t)
-			srv := startHTTPServer(t, tt.handler(bigServer()), false)
+			srv := startHTTPServer(t, tt.handler(fixture.NewServer(nil)), false)
 			opts := fastOptions()
 			opts.MaxMessageBytes = limit
 			u := startUpstream(t, config.Server{Name: "web", Type: tt.typ, URL: srv.URL + tt.path}, opts)
@@ -68,16 +52,16 @@ func TestOversizedAnswer(t *testing.T) {
 			defer cancel()
 
 			for _, n := range []int{limit / 2, 1 << 20, 4 * limit} {
-				_, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"bytes": n}})
+				_, err := u.CallTool(ctx, &mcp.CallToolParams{Name: fixture.PayloadTool, Arguments: map[string]any{"bytes": n}})
 				if n < limit {
 					if err != nil {
-						t.Fatalf("big(%d) under the limit: %v", n, err)
+						t.Fatalf("payload(%d) under the limit: %v", n, err)
 					}
 					continue
 				}
 				want := fmt.Sprintf(`upstream "web": response exceeds maxMessageBytes (%d bytes)`, limit)
 				if !errors.Is(err, ErrTooLarge) || err.Error() != want {
-					t.Fatalf("big(%d) = %v, want %q", n, err, want)
+					t.Fatalf("payload(%d) = %v, want %q", n, err, want)
 				}
 				if got, err := echo(ctx, u, "after"); err != nil || got != "after" {
 					t.Fatalf("echo after an oversized answer = %q, %v", got, err)

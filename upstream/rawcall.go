@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/envelope"
+	"github.com/manifold-mcp/manifold/internal/redact"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // ErrRawUnsupported: the upstream's connection takes no raw calls (only
-// stdio upstreams and Options.Pipe do); use the typed methods.
+// stdio and streamable HTTP upstreams and Options.Pipe do); use the typed
+// methods.
 var ErrRawUnsupported = errors.New("upstream takes no raw calls")
 
 // errCallTimeout is the end of a raw call's own timeout.
@@ -49,6 +51,17 @@ const lineBufferKeep = 64 << 10
 // When ctx ends or timeout fires first (then the error is errCallTimeout),
 // notifications/cancelled is sent for the id.
 func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
+	bp := lineBuffers.Get().(*[]byte)
+	c.mu.Lock()
+	c.nextID++
+	n := c.nextID
+	c.mu.Unlock()
+	line, _, err := appendRequest((*bp)[:0], n, method, params, c.meta)
+	if err != nil {
+		lineBuffers.Put(bp)
+		return nil, nil, err
+	}
+	line = append(line, '\n')
 	rc := rawCalls.Get().(*rawCall)
 	c.mu.Lock()
 	if c.err != nil {
@@ -57,22 +70,10 @@ func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method s
 		rawCalls.Put(rc)
 		return nil, nil, err
 	}
-	c.nextID++
-	n := c.nextID
 	c.pending[n] = rc
 	c.mu.Unlock()
 
-	bp := lineBuffers.Get().(*[]byte)
-	line := append((*bp)[:0], `{"jsonrpc":"2.0","id":`...)
-	line = appendRawID(line, n)
-	line = append(line, `,"method":`...)
-	line = envelope.AppendString(line, method)
-	if params != nil {
-		line = append(line, `,"params":`...)
-		line = append(line, params...)
-	}
-	line = append(line, "}\n"...)
-	err := c.write(line)
+	err = c.write(line)
 	if cap(line) <= lineBufferKeep {
 		*bp = line[:0]
 		lineBuffers.Put(bp)
@@ -149,8 +150,10 @@ func (c *stdioConn) notifyCancelled(n uint64, cause error) {
 // (ErrUnavailable, ErrTimeout, ErrBusy, ErrClosed, ErrTooLarge; a
 // JSON-RPC error from the upstream is returned wrapped, code intact). When
 // ctx ends first the upstream is sent notifications/cancelled. Only stdio
-// upstreams (and Options.Pipe) take raw calls; others return
-// ErrRawUnsupported before anything is sent.
+// and streamable HTTP upstreams (and Options.Pipe) take raw calls; others
+// (legacy SSE, Options.Transport) return ErrRawUnsupported before anything
+// is sent. Over HTTP, a 404 to the session id is ErrUnavailable and makes
+// the Upstream reconnect; another HTTP error status is an error naming it.
 func (u *Upstream) CallRaw(ctx context.Context, method string, params []byte) ([]byte, error) {
 	// Timers stopped with Stop never deliver a stale tick (Go 1.23).
 	timer := timers.Get().(*time.Timer)
@@ -177,7 +180,12 @@ func (u *Upstream) CallRaw(ctx context.Context, method string, params []byte) ([
 	case errors.Is(err, ErrTooLarge):
 		return nil, fmt.Errorf("upstream %q: %w (%d bytes)", u.cfg.Name, ErrTooLarge, u.opts.MaxMessageBytes)
 	}
-	return nil, fmt.Errorf("upstream %q: %w (connection lost: %v)", u.cfg.Name, ErrUnavailable, err)
+	var status *httpStatusError
+	if errors.As(err, &status) {
+		return nil, fmt.Errorf("upstream %q: calling %q: %w", u.cfg.Name, method, err)
+	}
+	// net/http's errors show the upstream's URL, query included.
+	return nil, redact.Error(fmt.Errorf("upstream %q: %w (connection lost: %v)", u.cfg.Name, ErrUnavailable, err))
 }
 
 // TakesRaw reports whether the current connection takes raw calls

@@ -51,6 +51,11 @@ type stdioConn struct {
 
 	writeMu sync.Mutex
 
+	// meta is the _meta members every raw call carries on a stateless
+	// version (requestMeta); set once the session is initialized, before
+	// the connection takes raw calls.
+	meta []byte
+
 	mu      sync.Mutex
 	pending map[uint64]*rawCall
 	nextID  uint64
@@ -270,36 +275,55 @@ func (c *stdioConn) fail(err error) {
 
 // deliverScanned hands a simple response to its raw call, if it answers one.
 func (c *stdioConn) deliverScanned(data []byte, env *envelope.Envelope) bool {
-	if !env.IsResponse() {
-		return false
+	n, reply, ok := scannedReply(data, env)
+	if ok {
+		c.deliver(n, reply)
 	}
-	n, ok := rawCallID(envelope.Text(env.ID.In(data)), env.ID.In(data)[0] == '"')
-	if !ok {
-		return false
-	}
-	reply := rawReply{result: env.Result.In(data)}
-	if env.Error.Present() {
-		reply.rpcErr = decodeWireError(env.Error.In(data))
-	}
-	c.deliver(n, reply)
-	return true
+	return ok
 }
 
 // deliverDecoded hands a response the SDK decoded (one that was not
 // simple: the SDK's reading, last duplicate key first, decides) to its raw
 // call, if it answers one.
 func (c *stdioConn) deliverDecoded(msg jsonrpc.Message) bool {
+	n, reply, ok := decodedReply(msg)
+	if ok {
+		c.deliver(n, reply)
+	}
+	return ok
+}
+
+// scannedReply returns the number of the raw call that a simple response
+// (Scan read data as env) answers, and the reply: ok is false for any
+// other message.
+func scannedReply(data []byte, env *envelope.Envelope) (uint64, rawReply, bool) {
+	if !env.IsResponse() {
+		return 0, rawReply{}, false
+	}
+	n, ok := rawCallID(envelope.Text(env.ID.In(data)), env.ID.In(data)[0] == '"')
+	if !ok {
+		return 0, rawReply{}, false
+	}
+	reply := rawReply{result: env.Result.In(data)}
+	if env.Error.Present() {
+		reply.rpcErr = decodeWireError(env.Error.In(data))
+	}
+	return n, reply, true
+}
+
+// decodedReply is scannedReply for a decoded message.
+func decodedReply(msg jsonrpc.Message) (uint64, rawReply, bool) {
 	resp, ok := msg.(*jsonrpc.Response)
 	if !ok {
-		return false
+		return 0, rawReply{}, false
 	}
 	id, ok := resp.ID.Raw().(string)
 	if !ok {
-		return false
+		return 0, rawReply{}, false
 	}
 	n, ok := rawCallID([]byte(id), true)
 	if !ok {
-		return false
+		return 0, rawReply{}, false
 	}
 	reply := rawReply{result: resp.Result}
 	if resp.Error != nil {
@@ -311,8 +335,7 @@ func (c *stdioConn) deliverDecoded(msg jsonrpc.Message) bool {
 	} else if reply.result == nil {
 		reply.result = []byte("null")
 	}
-	c.deliver(n, reply)
-	return true
+	return n, reply, true
 }
 
 // rawCallID parses the number of a raw call's id (given decoded).

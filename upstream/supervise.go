@@ -110,8 +110,30 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 	}
 	u.catalog.Store(cat)
 	u.resubscribe(cctx, cs)
+	var raw rawConn
+	if conn.raw != nil {
+		// A stateless version's requests carry the client's _meta members
+		// (SEP-2575), which the SDK adds to its own: raw calls add them too.
+		if mcpx.Stateless(cat.ProtocolVersion) {
+			if conn.raw.meta, err = requestMeta(cat.ProtocolVersion, u.opts.ClientInfo, u.opts.Capabilities); err != nil {
+				return fmt.Errorf("raw calls: %w", err)
+			}
+		}
+		raw = conn.raw
+	}
+	// A streamable HTTP session takes raw calls as plain POSTs through the
+	// transport's own client (httpraw.go); a 404 to one of them means the
+	// upstream lost the session, which ends this connection.
+	var hr *httpRaw
+	if conn.http != nil && u.cfg.Type == "http" {
+		if hr, err = u.newHTTPRaw(cs, conn.http); err != nil {
+			return fmt.Errorf("raw calls: %w", err)
+		}
+		defer hr.close()
+		raw = hr
+	}
 	u.mu.Lock()
-	u.session, u.client, u.raw = cs, client, conn.raw
+	u.session, u.client, u.raw = cs, client, raw
 	u.mu.Unlock()
 	defer func() {
 		u.mu.Lock()
@@ -160,6 +182,8 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 				err = errors.New("server closed the connection")
 			}
 			return fmt.Errorf("session ended: %w", err)
+		case <-hr.lostC():
+			return errSessionLost
 		case <-conn.exited():
 			return fmt.Errorf("server process exited: %v", conn.proc.err)
 		case <-u.refresh:

@@ -10,7 +10,9 @@
 //
 // A stdio upstream's pipe carries raw calls beside the SDK session
 // (CallRaw, stdioconn.go): requests with string ids whose responses come
-// back as bytes, never decoded into SDK types.
+// back as bytes, never decoded into SDK types. A streamable HTTP upstream
+// takes them as plain POSTs carrying the SDK session's id and protocol
+// version (httpraw.go).
 package upstream
 
 import (
@@ -171,7 +173,7 @@ type Upstream struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	client  *mcp.Client // of session
-	raw     *stdioConn  // of session, when it takes raw calls
+	raw     rawConn     // of session, when it takes raw calls
 	status  Status
 	// subs are the resource URIs subscribed to, renewed on every new
 	// connection.
@@ -287,7 +289,7 @@ func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {
 // live is the connection a call uses.
 type live struct {
 	session *mcp.ClientSession
-	raw     *stdioConn
+	raw     rawConn
 }
 
 // acquireLive takes a concurrency slot, waiting until ctx ends or timeout

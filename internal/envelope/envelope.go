@@ -1,9 +1,10 @@
 // Package envelope finds the fields of a JSON-RPC message that route it
-// (jsonrpc, id, method, params and, in params, name, uri, arguments, _meta
-// and _meta.progressToken; result and error in a response) with a JSON
-// tokenizer, at their byte offsets, without decoding the rest, and rewrites
-// the name, URI, id or progress token in the bytes. It is the envelope of
-// the gateway's raw data path.
+// (jsonrpc, id, method, params and, in params, name, uri, arguments, _meta,
+// _meta.progressToken and the 2026-07-28 protocol version in _meta; result
+// and error in a response) with a JSON tokenizer, at their byte offsets,
+// without decoding the rest, and rewrites the name, URI, id, progress token
+// and per-hop _meta members in the bytes. It is the envelope of the
+// gateway's raw data path.
 //
 // Scan accepts a message only when every JSON decoder reads these fields
 // alike: a duplicate, escaped, non-ASCII or case-variant key where they are
@@ -71,6 +72,11 @@ type Envelope struct {
 	Arguments     Span // params.arguments: an object
 	Meta          Span // params._meta: an object
 	ProgressToken Span // params._meta.progressToken: a string or a number
+	// The per-request members of a 2026-07-28 request's params._meta
+	// (SEP-2575), keys "io.modelcontextprotocol/…": the protocolVersion
+	// (a string), clientCapabilities and clientInfo (objects) and
+	// logLevel (a string).
+	ProtocolVersion, ClientCapabilities, ClientInfo, LogLevel Span
 
 	// Other keys seen, at the top level, in params, and in params._meta.
 	TopOther, ParamsOther, MetaOther int
@@ -85,7 +91,8 @@ func (e *Envelope) IsResponse() bool {
 var (
 	topNames    = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 	paramsNames = []string{"name", "uri", "arguments", "_meta"}
-	metaNames   = []string{"progressToken"}
+	metaNames   = []string{"progressToken", "io.modelcontextprotocol/protocolVersion",
+		"io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel"}
 )
 
 // Scan validates msg, one JSON value, and finds its envelope. On an error
@@ -262,7 +269,7 @@ func (s *scanner) meta(e *Envelope) error {
 	if err != nil || empty {
 		return err
 	}
-	seen := false
+	var seen uint
 	for {
 		m, err := s.key()
 		if err != nil {
@@ -272,21 +279,39 @@ func (s *scanner) meta(e *Envelope) error {
 		if err != nil {
 			return err
 		}
-		start := s.i
-		if k == 0 {
-			if seen {
+		if k >= 0 {
+			if seen&(1<<k) != 0 {
 				return errDuplicate
 			}
-			seen = true
-			if err := s.idValue(); err != nil {
-				return err
-			}
+			seen |= 1 << k
+		}
+		start := s.i
+		switch k {
+		case 0: // progressToken
+			err = s.idValue()
 			e.ProgressToken = Span{start, s.i}
-		} else {
-			e.MetaOther++
-			if err := s.skip(3); err != nil {
-				return err
+		case 1: // protocolVersion
+			err = s.text()
+			e.ProtocolVersion = Span{start, s.i}
+		case 2, 3: // clientCapabilities, clientInfo
+			if s.b[s.i] != '{' {
+				return s.typeError(3)
 			}
+			err = s.skip(3)
+			if k == 2 {
+				e.ClientCapabilities = Span{start, s.i}
+			} else {
+				e.ClientInfo = Span{start, s.i}
+			}
+		case 4: // logLevel
+			err = s.text()
+			e.LogLevel = Span{start, s.i}
+		default:
+			e.MetaOther++
+			err = s.skip(3)
+		}
+		if err != nil {
+			return err
 		}
 		if more, err := s.next(); err != nil || !more {
 			return err

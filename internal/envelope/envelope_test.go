@@ -13,6 +13,8 @@ func fields(msg []byte, e Envelope) map[string]string {
 		"jsonrpc": e.JSONRPC, "id": e.ID, "method": e.Method, "params": e.Params,
 		"result": e.Result, "error": e.Error, "name": e.Name, "uri": e.URI,
 		"arguments": e.Arguments, "_meta": e.Meta, "progressToken": e.ProgressToken,
+		"protocolVersion": e.ProtocolVersion, "clientCapabilities": e.ClientCapabilities,
+		"clientInfo": e.ClientInfo, "logLevel": e.LogLevel,
 	} {
 		if sp.Present() {
 			out[name] = string(sp.In(msg))
@@ -57,6 +59,16 @@ func TestScan(t *testing.T) {
 			msg:  `{"method":"tools/call","params":{"name":"a\u005f_x\"y"}}`,
 			want: map[string]string{"method": `"tools/call"`, "params": `{"name":"a\u005f_x\"y"}`, "name": `"a\u005f_x\"y"`},
 		},
+		{
+			name: "the 2026-07-28 per-request members",
+			msg:  `{"method":"tools/call","params":{"name":"n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug","k":1}}}`,
+			want: map[string]string{"method": `"tools/call"`, "name": `"n"`,
+				"params":          `{"name":"n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug","k":1}}`,
+				"_meta":           `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"x":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug","k":1}`,
+				"protocolVersion": `"2026-07-28"`, "clientCapabilities": `{"x":{}}`, "clientInfo": `{"name":"c"}`, "logLevel": `"debug"`},
+		},
+		{name: "clientCapabilities not an object", msg: `{"params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":[]}}}`, wantErr: errType},
+		{name: "a duplicate protocol version", msg: `{"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/protocolVersion":"b"}}}`, wantErr: errDuplicate},
 		{name: "a duplicate name", msg: `{"method":"tools/call","params":{"name":"a","name":"b"}}`, wantErr: errDuplicate},
 		{name: "a duplicate method", msg: `{"method":"ping","method":"tools/call"}`, wantErr: errDuplicate},
 		{name: "a duplicate id", msg: `{"id":1,"id":2,"result":{}}`, wantErr: errDuplicate},
@@ -156,6 +168,21 @@ func TestRewrite(t *testing.T) {
 			want: `{"id":1,"method":"resources/read","params":{"uri":"file:///é"}}`},
 		{name: "params only", msg: call, params: true, edit: Edit{ID: []byte(`1`), Name: "echo", SetName: true},
 			want: `{"name":"echo","arguments":{"x":1},"_meta":{"progressToken":5}}`},
+		{name: "per-hop _meta members dropped, the gateway's added, the token replaced",
+			msg:    `{"id":1,"method":"tools/call","params":{"name":"n","_meta":{"io.mcp/v":"x", "progressToken" : 5,"k":{"a":[1]},"io.mcp/w":{}}}}`,
+			params: true, edit: Edit{MetaDrop: "io.mcp/", MetaAdd: []byte(`"io.mcp/v":"y"`), ProgressToken: []byte(`"t-1"`)},
+			want: `{"name":"n","_meta":{"progressToken" : "t-1","k":{"a":[1]},"io.mcp/v":"y"}}`},
+		{name: "every _meta member dropped", msg: `{"params":{"_meta":{"io.mcp/v":1},"name":"n"}}`,
+			edit: Edit{MetaDrop: "io.mcp/", Name: "m", SetName: true},
+			want: `{"params":{"_meta":{},"name":"m"}}`},
+		{name: "_meta added to params", msg: `{"params":{"name":"n"}}`, edit: Edit{MetaAdd: []byte(`"a":1,"b":2`)},
+			want: `{"params":{"name":"n","_meta":{"a":1,"b":2}}}`},
+		{name: "_meta added to empty params", msg: `{"params":{ }}`, edit: Edit{MetaAdd: []byte(`"a":1`)},
+			want: `{"params":{ "_meta":{"a":1}}}`},
+		{name: "nothing to add, no _meta", msg: `{"params":{"name":"n"}}`, edit: Edit{MetaDrop: "io.mcp/"},
+			want: `{"params":{"name":"n"}}`},
+		{name: "_meta with no params", msg: `{"id":1}`, edit: Edit{MetaAdd: []byte(`"a":1`)}, wantErrIs: ErrEdit},
+		{name: "a token for a _meta without one", msg: `{"params":{"_meta":{}}}`, edit: Edit{MetaDrop: "x", ProgressToken: []byte(`1`)}, wantErrIs: ErrEdit},
 		{name: "no uri to replace", msg: call, edit: Edit{URI: "x", SetURI: true}, wantErrIs: ErrEdit},
 		{name: "an id that is not a scalar", msg: call, edit: Edit{ID: []byte(`{}`)}, wantErrIs: ErrEdit},
 		{name: "an id with trailing bytes", msg: call, edit: Edit{ID: []byte(`1,"x":2`)}, wantErrIs: ErrEdit},
@@ -208,5 +235,24 @@ func TestScanResponse(t *testing.T) {
 				t.Errorf("ScanResponse(%s) = %v, want ok %v", tt.msg, err, tt.ok)
 			}
 		})
+	}
+}
+
+// TestMetaRewriteAllocs: rebuilding _meta into a buffer with room
+// allocates nothing (the raw path does it on every call).
+func TestMetaRewriteAllocs(t *testing.T) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a__echo","arguments":{"x":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":5,"k":1}}}`)
+	e, err := Scan(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed := Edit{Name: "echo", SetName: true, MetaDrop: "io.modelcontextprotocol/", MetaAdd: []byte(`"io.modelcontextprotocol/protocolVersion":"2026-07-28"`), ProgressToken: []byte(`"t"`)}
+	buf := make([]byte, 0, 512)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := e.AppendParams(buf[:0], msg, ed); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("AppendParams with a _meta rebuild: %v allocs, want 0", n)
 	}
 }

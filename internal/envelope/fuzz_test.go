@@ -18,6 +18,7 @@ var seeds = []string{
 	`{"params":{"name":"a","na\u006de":"b"}}`,
 	`{"params":{"Name":"a","name":"b"}}`,
 	`{"method":"a\ud800\udc00","params":{"_meta":{"progressToken":-0.5e+2}}}`,
+	`{"params":{"name":"n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.x":1,"progressToken":"t","k":[],"io.modelcontextprotocol/clientCapabilities":{"a":{}},"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"info"}}}`,
 	`[1,2]`, `{"id":01}`, `{"a":"\u12"}`, "", "  ", `{"x":{"y":[true,false,null]}}`,
 }
 
@@ -39,7 +40,11 @@ type wireParams struct {
 }
 
 type wireMeta struct {
-	ProgressToken json.RawMessage `json:"progressToken"`
+	ProgressToken   json.RawMessage `json:"progressToken"`
+	ProtocolVersion *string         `json:"io.modelcontextprotocol/protocolVersion"`
+	Capabilities    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	Info            json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	LogLevel        *string         `json:"io.modelcontextprotocol/logLevel"`
 }
 
 // checkAgainstJSON fails unless encoding/json decodes every field of msg
@@ -86,6 +91,10 @@ func checkAgainstJSON(t *testing.T, msg []byte, e Envelope) {
 		}
 	}
 	raw("progressToken", e.ProgressToken, m.ProgressToken)
+	str("protocolVersion", e.ProtocolVersion, m.ProtocolVersion)
+	raw("clientCapabilities", e.ClientCapabilities, m.Capabilities)
+	raw("clientInfo", e.ClientInfo, m.Info)
+	str("logLevel", e.LogLevel, m.LogLevel)
 	// A string id or token must decode alike too.
 	for _, sp := range []Span{e.ID, e.ProgressToken} {
 		if v := sp.In(msg); len(v) > 0 && v[0] == '"' {
@@ -132,6 +141,15 @@ func checkRewrite(t *testing.T, msg []byte, e Envelope, name string) {
 	if e.ID.Present() {
 		ed.ID = []byte(`"mf-1"`)
 	}
+	// Per-hop members: those whose key starts with the name's first byte
+	// are dropped, and one is added.
+	if e.Params.Present() && name != "" {
+		ed.MetaDrop = name[:1]
+		ed.MetaAdd = []byte(`"zz-added":true`)
+		if e.ProgressToken.Present() {
+			ed.ProgressToken = []byte(`"tok"`)
+		}
+	}
 	out, err := e.Rewrite(msg, ed)
 	if err != nil {
 		t.Fatalf("Rewrite(%q): %v", msg, err)
@@ -157,6 +175,22 @@ func checkRewrite(t *testing.T, msg []byte, e Envelope, name string) {
 		}
 		if ed.SetURI {
 			params["uri"] = want
+		}
+		if ed.MetaAdd != nil {
+			meta, _ := params["_meta"].(map[string]any)
+			if meta == nil {
+				meta = map[string]any{}
+				params["_meta"] = meta
+			}
+			for k := range meta {
+				if strings.HasPrefix(k, ed.MetaDrop) {
+					delete(meta, k)
+				}
+			}
+			if ed.ProgressToken != nil {
+				meta["progressToken"] = "tok"
+			}
+			meta["zz-added"] = true
 		}
 	}
 	if !reflect.DeepEqual(in, got) {

@@ -18,22 +18,38 @@ type Edit struct {
 	// ProgressToken, when not nil, replaces params._meta.progressToken:
 	// raw JSON, a string or a number.
 	ProgressToken []byte
+	// MetaDrop, when not empty, leaves out of params._meta every member
+	// whose key starts with it: the per-hop members a gateway must not
+	// pass on.
+	MetaDrop string
+	// MetaAdd, when not empty, is appended to params._meta: raw JSON
+	// members ("k":v, joined by commas), which the caller keeps apart from
+	// the keys MetaDrop leaves in. A _meta is added when params has none.
+	MetaAdd []byte
 }
+
+// rebuildsMeta reports whether the edit rewrites _meta member by member.
+func (ed *Edit) rebuildsMeta() bool { return ed.MetaDrop != "" || len(ed.MetaAdd) > 0 }
 
 // ErrEdit: an Edit replaces a field the envelope lacks, or its raw JSON is
 // not a single string or number.
 var ErrEdit = errors.New("envelope: invalid edit")
 
-// splice replaces msg[start:end] by raw, or by text quoted.
+// splice replaces msg[start:end] by raw, or by text quoted, or (meta) by
+// params._meta rebuilt for the edit (appendMeta).
 type splice struct {
 	Span
 	raw    []byte
 	text   string
 	quoted bool
+	meta   bool
 }
 
-func (p splice) len() int {
-	if p.quoted {
+func (p splice) len(e *Envelope, msg []byte, ed *Edit) int {
+	switch {
+	case p.meta:
+		return e.metaLen(msg, ed)
+	case p.quoted:
 		return quotedLen(p.text)
 	}
 	return len(p.raw)
@@ -43,21 +59,21 @@ func (p splice) len() int {
 func (e *Envelope) splices(ed *Edit, withID bool) ([4]splice, int, error) {
 	var out [4]splice
 	n := 0
-	add := func(sp Span, what string, p splice) error {
-		if !sp.Present() {
-			return fmt.Errorf("%w: the message has no %s", ErrEdit, what)
-		}
-		if !p.quoted && !rawScalar(p.raw) {
-			return fmt.Errorf("%w: %s must be a JSON string or number", ErrEdit, what)
-		}
-		p.Span = sp
+	place := func(p splice) {
 		k := n
-		for k > 0 && out[k-1].Start > sp.Start {
+		for k > 0 && out[k-1].Start > p.Start {
 			out[k] = out[k-1]
 			k--
 		}
 		out[k] = p
 		n++
+	}
+	add := func(sp Span, what string, p splice) error {
+		if err := checkSplice(sp, what, &p); err != nil {
+			return err
+		}
+		p.Span = sp
+		place(p)
 		return nil
 	}
 	if withID && ed.ID != nil {
@@ -75,12 +91,39 @@ func (e *Envelope) splices(ed *Edit, withID bool) ([4]splice, int, error) {
 			return out, 0, err
 		}
 	}
+	token := splice{raw: ed.ProgressToken}
 	if ed.ProgressToken != nil {
-		if err := add(e.ProgressToken, "params._meta.progressToken", splice{raw: ed.ProgressToken}); err != nil {
+		if err := checkSplice(e.ProgressToken, "params._meta.progressToken", &token); err != nil {
 			return out, 0, err
 		}
 	}
+	switch {
+	case ed.rebuildsMeta() && e.Meta.Present():
+		// The token, if replaced, is replaced by appendMeta.
+		place(splice{Span: e.Meta, meta: true})
+	case ed.rebuildsMeta():
+		if !e.Params.Present() {
+			return out, 0, fmt.Errorf("%w: the message has no params to add _meta to", ErrEdit)
+		}
+		at := e.Params.End - 1 // before the closing brace of params
+		place(splice{Span: Span{at, at}, meta: true})
+	case ed.ProgressToken != nil:
+		token.Span = e.ProgressToken
+		place(token)
+	}
 	return out, n, nil
+}
+
+// checkSplice refuses a replacement of a field msg lacks, or a raw value
+// that is not a JSON string or number.
+func checkSplice(sp Span, what string, p *splice) error {
+	if !sp.Present() {
+		return fmt.Errorf("%w: the message has no %s", ErrEdit, what)
+	}
+	if !p.quoted && !rawScalar(p.raw) {
+		return fmt.Errorf("%w: %s must be a JSON string or number", ErrEdit, what)
+	}
+	return nil
 }
 
 // rawScalar reports whether raw is exactly one JSON string or number.
@@ -120,7 +163,7 @@ func (e *Envelope) rewrite(dst, msg []byte, ed *Edit, window Span, withID bool) 
 	}
 	size := window.End - window.Start
 	for _, p := range sp[:n] {
-		size += p.len() - (p.End - p.Start)
+		size += p.len(e, msg, ed) - (p.End - p.Start)
 	}
 	if cap(dst)-len(dst) < size {
 		grown := make([]byte, len(dst), len(dst)+size)
@@ -130,9 +173,12 @@ func (e *Envelope) rewrite(dst, msg []byte, ed *Edit, window Span, withID bool) 
 	at := window.Start
 	for _, p := range sp[:n] {
 		dst = append(dst, msg[at:p.Start]...)
-		if p.quoted {
+		switch {
+		case p.meta:
+			dst = e.appendMeta(dst, msg, ed)
+		case p.quoted:
 			dst = appendQuoted(dst, p.text)
-		} else {
+		default:
 			dst = append(dst, p.raw...)
 		}
 		at = p.End

@@ -12,6 +12,10 @@ const MaxDepth = 512
 type scanner struct {
 	b []byte
 	i int
+	// watch, when set, is a key that skip looks out for (HasKey): found
+	// reports a key equal to it but for case, or escaped or non-ASCII.
+	watch string
+	found bool
 }
 
 // safe marks the bytes a string may hold without a closer look: everything
@@ -201,8 +205,14 @@ func (s *scanner) skipKey() error {
 	if s.b[s.i] != '"' {
 		return ErrSyntax
 	}
-	if _, err := s.str(); err != nil {
+	start := s.i + 1
+	esc, err := s.str()
+	if err != nil {
 		return err
+	}
+	if s.watch != "" && !s.found {
+		_, kerr := lookup(member{key: s.b[start : s.i-1], escaped: esc}, []string{s.watch})
+		s.found = kerr != nil || asciiFold(s.b[start:s.i-1], s.watch)
 	}
 	return s.colon()
 }

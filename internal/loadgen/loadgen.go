@@ -148,13 +148,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	roots := slices.Clone(cfg.TargetPIDs)
+	var servers []int // the processes the sessions talk to, for CPU
+	if len(cfg.TargetPIDs) > 0 {
+		servers = cfg.TargetPIDs[:1]
+	}
 	for _, s := range sessions {
 		if s.proc != nil {
 			roots = append(roots, s.proc.pid())
+			servers = append(servers, s.proc.pid())
 		}
 	}
 	sampler := startRSSSampler(roots, cfg.RSSInterval)
-	callPhase(ctx, cfg, sessions, rep)
+	rep.CPU = measureCPU(servers, func() int {
+		callPhase(ctx, cfg, sessions, rep)
+		return rep.Completed
+	})
 	rep.RSS = sampler.stop()
 	if err := ctx.Err(); err != nil {
 		return rep, err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,5 +232,50 @@ func TestTreeRSS(t *testing.T) {
 	}
 	if rss, n, err := TreeRSS([]int{1 << 30}); err != nil || rss != 0 || n != 0 {
 		t.Errorf("TreeRSS(no such pid) = %d, %d, %v", rss, n, err)
+	}
+}
+
+// TestProcessMemory: touching 64 MiB raises this process's peak by about
+// that much; ResetPeak brings the peak back to the resident set.
+func TestProcessMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	pid := os.Getpid()
+	if err := ResetPeak(pid); err != nil {
+		t.Skipf("cannot reset the peak here: %v", err)
+	}
+	before, err := ProcessMemory(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.RSS <= 0 || before.Peak < before.RSS {
+		t.Fatalf("memory = %+v, want 0 < RSS <= Peak", before)
+	}
+	const size = 64 << 20
+	buf := make([]byte, size)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	touched, err := ProcessMemory(pid)
+	runtime.KeepAlive(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grew := touched.Peak - before.RSS; grew < size*9/10 {
+		t.Errorf("peak grew by %d bytes after touching %d", grew, size)
+	}
+	buf = nil
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := ResetPeak(pid); err != nil {
+		t.Fatal(err)
+	}
+	after, err := ProcessMemory(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Peak >= touched.Peak-size/2 {
+		t.Errorf("peak after ResetPeak = %d, want well under %d", after.Peak, touched.Peak)
 	}
 }

@@ -34,6 +34,7 @@ type Report struct {
 	Initialize Percentiles `json:"initialize"`
 	ListTools  Percentiles `json:"list_tools"`
 	RSS        RSS         `json:"rss"`
+	CPU        CPU         `json:"cpu"`
 }
 
 // MarshalJSON adds elapsed_ms to the report's fields.
@@ -109,6 +110,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		p("rss\tunavailable: %s\n", r.RSS.Err)
 	} else {
 		p("rss\tpeak %s, end %s (%d processes)\n", FormatBytes(r.RSS.PeakBytes), FormatBytes(r.RSS.EndBytes), r.RSS.Processes)
+	}
+	if r.CPU.Err != "" {
+		p("cpu\tunavailable: %s\n", r.CPU.Err)
+	} else {
+		p("cpu\t%.0fµs per call (%s in all, the server process itself)\n", r.CPU.PerCallMicros, r.CPU.Total.Round(time.Millisecond))
 	}
 	return tw.Flush()
 }

@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -90,28 +89,58 @@ func childrenMap() (map[int][]int, error) {
 
 // processRSS returns VmRSS of pid in bytes.
 func processRSS(pid int) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	m, err := ProcessMemory(pid)
+	return m.RSS, err
+}
+
+// Memory is one process's resident memory, from /proc/PID/status.
+type Memory struct {
+	// RSS is the resident set now (VmRSS); Peak is the largest it has been
+	// since the process started or ResetPeak (VmHWM).
+	RSS, Peak int64
+}
+
+// ProcessMemory returns the resident memory of pid (Linux).
+func ProcessMemory(pid int) (Memory, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0, err
+		return Memory{}, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, []byte("VmRSS:")) {
+	var m Memory
+	found := 0
+	for line := range bytes.Lines(data) {
+		var dst *int64
+		switch {
+		case bytes.HasPrefix(line, []byte("VmRSS:")):
+			dst = &m.RSS
+		case bytes.HasPrefix(line, []byte("VmHWM:")):
+			dst = &m.Peak
+		default:
 			continue
 		}
-		fields := bytes.Fields(line[len("VmRSS:"):])
+		fields := bytes.Fields(line[len("VmXXX:"):])
 		if len(fields) < 1 {
-			break
+			continue
 		}
 		kb, err := strconv.ParseInt(string(fields[0]), 10, 64)
 		if err != nil {
-			return 0, err
+			return Memory{}, fmt.Errorf("pid %d: %q: %w", pid, bytes.TrimSpace(line), err)
 		}
-		return kb << 10, nil
+		*dst = kb << 10
+		found++
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS (a kernel thread or a zombie)", pid)
+	if found < 2 {
+		return Memory{}, fmt.Errorf("pid %d: no VmRSS and VmHWM (a kernel thread or a zombie)", pid)
+	}
+	return m, nil
+}
+
+// ResetPeak resets the peak resident set (VmHWM) of pid to its current
+// size, by writing 5 to /proc/PID/clear_refs (Linux 4.0 and later; the
+// caller must be allowed to trace pid, as its parent running as the same
+// user is).
+func ResetPeak(pid int) error {
+	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0)
 }
 
 // rssSampler samples TreeRSS of roots until stopped.

@@ -1,5 +1,6 @@
 // Command httpupstream is the e2e tests' HTTP upstream: an MCP server with
-// the tools echo and big ({"bytes": n} answers n bytes of text), built
+// the tools echo and big (the fixture's payload tool: {"bytes": n} answers
+// n bytes of text), built
 // without the race detector so that a result of tens of MiB is quick. It
 // listens on 127.0.0.1, prints its base URL ("http://127.0.0.1:PORT") on
 // stdout, and serves until SIGTERM:
@@ -21,10 +22,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 
+	"github.com/manifold-mcp/manifold/internal/fixture"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -55,11 +56,7 @@ func handler() http.Handler {
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
-		Bytes int `json:"bytes"`
-	}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Bytes)}}}, nil, nil
-	})
+	s.AddTool(&mcp.Tool{Name: "big", InputSchema: fixture.PayloadSchema}, fixture.Payload)
 	get := func(*http.Request) *mcp.Server { return s }
 	streamable := mcp.NewStreamableHTTPHandler(get, nil)
 	mux := http.NewServeMux()

@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/manifold-mcp/manifold/internal/envelope"
+	"github.com/manifold-mcp/manifold/internal/telemetry"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// stdioFront is the raw path's front of one stdio session (ServeStdio):
+// filterLines hands it every well-formed client line, and it serves those
+// rawTake accepts, each in a goroutine of its own, as the SDK serves
+// calls. Their responses go to the session's one output, beside the SDK's
+// writes, and what their upstreams send for them (progress, logs,
+// sampling, elicitation, roots) goes through the SDK session on that same
+// output (relay.go); the client's answers to such requests reach the SDK,
+// which sent them.
+//
+// It keeps what the SDK keeps for its own calls: the ids in flight, so
+// that a duplicate id is dropped as the SDK drops one, and that the
+// client's notifications/cancelled for a raw call cancels it.
+type stdioFront struct {
+	g   *Gateway
+	out *lockedWriter
+	ss  atomic.Pointer[mcp.ServerSession] // nil until the SDK session is connected
+
+	ctx    context.Context // the session's; cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // raw calls in flight
+
+	mu    sync.Mutex
+	calls map[string]context.CancelFunc // raw calls in flight, by idKey
+	done  bool                          // close has begun: no new call
+}
+
+var _ rawFront = (*stdioFront)(nil)
+
+func newStdioFront(ctx context.Context, g *Gateway, out *lockedWriter) *stdioFront {
+	f := &stdioFront{g: g, out: out, calls: map[string]context.CancelFunc{}}
+	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return f
+}
+
+// close cancels the raw calls in flight and waits for them to end: a
+// client that closed its input has gone, and the SDK cancels its own calls
+// alike.
+func (f *stdioFront) close() {
+	f.mu.Lock()
+	f.done = true
+	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
+}
+
+func (f *stdioFront) session() *mcp.ServerSession { return f.ss.Load() }
+func (f *stdioFront) caller() caller              { return caller{local: true} }
+func (f *stdioFront) transport() string           { return telemetry.TransportPipe }
+
+// reply writes a response line. A write that fails has ended the session
+// (the SDK's next write fails alike), so its error is not kept.
+func (f *stdioFront) reply(msg []byte) {
+	_, _ = f.out.Write(append(msg, '\n'))
+}
+
+// take serves msg, a client line Scan read as env, when it is a raw call
+// or the cancellation of one, and reports whether it did; false leaves
+// msg to the SDK. msg is copied: the caller reuses it.
+func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
+	if !env.ID.Present() && bytes.Equal(env.Method.In(msg), []byte(`"notifications/cancelled"`)) {
+		return f.cancelled(msg)
+	}
+	r := f.g.rawTake(f, msg, env)
+	if r == nil {
+		return false
+	}
+	r.msg = bytes.Clone(msg) // the spans are offsets: they stay valid
+	key := idKey(r.id())
+	f.mu.Lock()
+	if f.done {
+		f.mu.Unlock()
+		return false // the session is ending: the SDK answers
+	}
+	if _, dup := f.calls[key]; dup {
+		// As the SDK does: dropped unanswered, since an answer with this
+		// id would be taken for the call's.
+		f.mu.Unlock()
+		f.g.log.Warn("stdio: a request reuses the id of a call in flight; dropped", zap.ByteString(keyID, r.id()))
+		return true
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	f.calls[key] = cancel
+	f.wg.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.wg.Done()
+		out := f.g.serveRaw(ctx, f, r)
+		f.end(key, cancel)
+		f.reply(out)
+	}()
+	return true
+}
+
+// end forgets the raw call of key.
+func (f *stdioFront) end(key string, cancel context.CancelFunc) {
+	f.mu.Lock()
+	delete(f.calls, key)
+	f.mu.Unlock()
+	cancel()
+}
+
+// cancelled cancels the raw call a notifications/cancelled names, and
+// reports whether there was one; one for another id goes to the SDK.
+func (f *stdioFront) cancelled(msg []byte) bool {
+	var n struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg, &n) != nil || len(n.Params.RequestID) == 0 {
+		return false
+	}
+	f.mu.Lock()
+	cancel, ok := f.calls[idKey(n.Params.RequestID)]
+	f.mu.Unlock()
+	if ok {
+		cancel()
+	}
+	return ok
+}
+
+// idKey is the key of a JSON-RPC id, string or number, as the SDK tells
+// ids apart: a string by its value, a number by its text.
+func idKey(id []byte) string {
+	if len(id) > 0 && id[0] == '"' {
+		return "s" + string(envelope.Text(id))
+	}
+	return "n" + string(id)
+}

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lineConn speaks JSON lines to a stdio MCP server process.
+type lineConn struct {
+	t   *testing.T
+	w   io.Writer
+	out chan map[string]json.RawMessage
+}
+
+func newLineConn(t *testing.T, r io.Reader, w io.Writer) *lineConn {
+	c := &lineConn{t: t, w: w, out: make(chan map[string]json.RawMessage, 100)}
+	go func() {
+		defer close(c.out)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				c.out <- m
+			}
+		}
+	}()
+	return c
+}
+
+func (c *lineConn) send(line string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.w, line+"\n"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// until returns the response with id, and the messages before it.
+func (c *lineConn) until(id string) (map[string]json.RawMessage, []map[string]json.RawMessage) {
+	c.t.Helper()
+	var before []map[string]json.RawMessage
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case m, ok := <-c.out:
+			if !ok {
+				c.t.Fatalf("output ended before the response to %s", id)
+			}
+			if string(m["id"]) == id && m["method"] == nil {
+				return m, before
+			}
+			before = append(before, m)
+		case <-timeout:
+			c.t.Fatalf("no response to %s within 60s", id)
+		}
+	}
+}
+
+// initialize runs the 2025-11-25 handshake.
+func (c *lineConn) initialize() {
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e-raw","version":"1"}}}`)
+	c.until("0")
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+// progressCall is a tools/call of the fixture's progress tool, with a
+// progress token, whose name is name.
+func progressCall(name string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{},"_meta":{"progressToken":"p-1"}}}`
+}
+
+// TestRawPathStdio: `serve --stdio` in front of the fixture serves a
+// tools/call on the raw path (its debug log says so): the client gets the
+// fixture's progress under its own token and the fixture's result bytes
+// exactly as the fixture sends them directly, and the audit file has the
+// call's record.
+func TestRawPathStdio(t *testing.T) {
+	fixture := fixtureBinary(t)
+
+	// The fixture's own answer, directly.
+	// Both speak 2025-11-25 with the fixture: a 2026-07-28 server marks its
+	// results "resultType":"complete", which the gateway (on either path)
+	// passes on and a 2025-11-25 server does not write.
+	direct := exec.Command(fixture, "--stdio", "--protocol-versions", "2025-11-25")
+	dIn, _ := direct.StdinPipe()
+	dOut, _ := direct.StdoutPipe()
+	if err := direct.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dIn.Close(); direct.Wait() })
+	dc := newLineConn(t, dOut, dIn)
+	dc.initialize()
+	dc.send(progressCall("test_tool_with_progress"))
+	want, _ := dc.until("1")
+
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	cfg := writeConfig(t, fmt.Sprintf(`
+mcpServers:
+  fx:
+    command: %q
+    args: ["--stdio", "--protocol-versions", "2025-11-25"]
+gateway:
+  log: { level: debug }
+audit: { file: %q, arguments: full }
+`, fixture, auditFile))
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := launch(t, []string{"serve", "--stdio", "--config", cfg}, inR, func(cmd *exec.Cmd) { cmd.Stdout = outW })
+	inR.Close()
+	outW.Close()
+	c := newLineConn(t, outR, inW)
+	c.initialize()
+	// The first call may come before the fixture is listed; wait for it.
+	var got map[string]json.RawMessage
+	var before []map[string]json.RawMessage
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		c.send(progressCall("fx__test_tool_with_progress"))
+		got, before = c.until("1")
+		if got["error"] == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if string(got["result"]) != string(want["result"]) {
+		t.Errorf("result through the gateway:\n%s\ndirect:\n%s", got["result"], want["result"])
+	}
+	var progress int
+	for _, m := range before {
+		if string(m["method"]) == `"notifications/progress"` {
+			if !strings.Contains(string(m["params"]), `"progressToken":"p-1"`) {
+				t.Errorf("progress with another token: %s", m["params"])
+			}
+			progress++
+		}
+	}
+	if progress != 3 {
+		t.Errorf("%d progress notifications, want 3", progress)
+	}
+
+	inW.Close() // the gateway exits at the end of its input
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not exit after its input ended")
+	}
+	outR.Close()
+	if !strings.Contains(g.logs.String(), `"path":"raw"`) {
+		t.Errorf("no raw call in the debug log:\n%s", g.logs.String())
+	}
+	var rec map[string]any
+	for _, r := range readAudit(t, auditFile) {
+		if r["name"] == "fx__test_tool_with_progress" && r["outcome"] == "ok" {
+			rec = r
+		}
+	}
+	if rec == nil {
+		t.Fatalf("no audit record of the call: %v", readAudit(t, auditFile))
+	}
+	if rec["result_bytes"] != float64(len(got["result"])) || rec["upstream_name"] != "test_tool_with_progress" || rec["decision"] != "allow" {
+		t.Errorf("audit record %v (result %d bytes)", rec, len(got["result"]))
+	}
+}
