@@ -44,6 +44,11 @@ type Auth struct {
 	// Local (key "local") is the principal of stdio sessions and, while auth is off, of every
 	// HTTP request. Default name "local", no groups.
 	Local Principal
+	// Operators (key "operators") lists the principal names and "group:<name>" entries that
+	// may use the operator console (/ui), the details of /status and POST /reload while auth
+	// is on. Empty: no one may. While auth is off those endpoints answer loopback clients
+	// only, and this list is not consulted.
+	Operators []string
 }
 
 // Enabled reports whether HTTP requests must present a bearer token.
@@ -94,7 +99,28 @@ type JWT struct {
 	GroupsClaim string
 	// Leeway tolerates clock skew on exp, nbf and iat; default 30s.
 	Leeway time.Duration
+	// OIDC (key "oidc") lets operators sign in to the console with the issuer's OpenID
+	// Connect authorization code flow; off while its ClientID is empty.
+	OIDC OIDC
 }
+
+// OIDC is the console's OpenID Connect client at the JWT issuer.
+type OIDC struct {
+	// ClientID (key "clientID") is the console's client at the issuer; required to turn the
+	// sign-in on.
+	ClientID string
+	// ClientSecret (key "clientSecret") authenticates a confidential client (HTTP Basic at the
+	// token endpoint); empty for a public client, which PKCE protects.
+	ClientSecret string
+	// Scopes are requested; default ["openid"].
+	Scopes []string
+	// RedirectURL (key "redirectURL") is the console's callback as the browser reaches it,
+	// such as "https://mcp.example.com/ui/oidc/callback"; empty: derived from each request.
+	RedirectURL string
+}
+
+// Enabled reports whether the OIDC sign-in is on.
+func (o OIDC) Enabled() bool { return o.ClientID != "" }
 
 // JWTAlgorithms are the "alg" values Manifold can verify.
 var JWTAlgorithms = []string{
@@ -143,6 +169,7 @@ func authFields(a *Auth) []field {
 		{name: "resource", ptr: &a.Resource},
 		{name: "authorizationServers", ptr: &a.AuthorizationServers},
 		{name: "scopes", ptr: &a.Scopes},
+		{name: "operators", ptr: &a.Operators},
 		{name: "local", sub: []field{
 			{name: "name", ptr: &a.Local.Name},
 			{name: "groups", ptr: &a.Local.Groups},
@@ -162,6 +189,12 @@ func jwtFields(j *JWT) []field {
 		{name: "principalClaim", ptr: &j.PrincipalClaim},
 		{name: "groupsClaim", ptr: &j.GroupsClaim},
 		{name: "leeway", ptr: &j.Leeway},
+		{name: "oidc", sub: []field{
+			{name: "clientID", ptr: &j.OIDC.ClientID},
+			{name: "clientSecret", ptr: &j.OIDC.ClientSecret},
+			{name: "scopes", ptr: &j.OIDC.Scopes},
+			{name: "redirectURL", ptr: &j.OIDC.RedirectURL},
+		}},
 	}
 }
 
@@ -338,6 +371,20 @@ func (v *validator) auth(a *Auth) {
 		v.principalName("auth.local.name", a.Local.Name)
 	}
 	v.groups("auth.local.groups", a.Local.Groups)
+	for i, pr := range a.Operators {
+		v.principalEntry(fmt.Sprintf("auth.operators[%d]", i), pr)
+	}
+}
+
+// principalEntry checks one entry of a list of principals: a name, or "group:<name>".
+func (v *validator) principalEntry(key, entry string) {
+	if g, ok := strings.CutPrefix(entry, GroupPrefix); ok {
+		if strings.TrimSpace(g) == "" {
+			v.add(key, "names no group")
+		}
+	} else if strings.TrimSpace(entry) == "" {
+		v.add(key, "must not be empty")
+	}
 }
 
 func (v *validator) jwt(a *Auth) {
@@ -373,6 +420,15 @@ func (v *validator) jwt(a *Auth) {
 	}
 	if j.Leeway < 0 || j.Leeway > 5*time.Minute {
 		v.add("auth.jwt.leeway", "must be between 0s and 5m")
+	}
+	if o := j.OIDC; !o.Enabled() && (o.ClientSecret != "" || len(o.Scopes) > 0 || o.RedirectURL != "") {
+		v.add("auth.jwt.oidc.clientID", "is required for the console's OIDC sign-in")
+	}
+	if j.OIDC.Enabled() && j.Issuer != "" {
+		v.httpsURL("auth.jwt.issuer", j.Issuer) // its discovery document is fetched
+	}
+	if j.OIDC.Enabled() && j.OIDC.RedirectURL != "" {
+		v.httpsURL("auth.jwt.oidc.redirectURL", j.OIDC.RedirectURL)
 	}
 }
 
@@ -428,14 +484,7 @@ func (v *validator) policy(p *Policy) {
 			}
 		}
 		for j, pr := range r.Principals {
-			pk := fmt.Sprintf("%s.principals[%d]", key, j)
-			if g, ok := strings.CutPrefix(pr, GroupPrefix); ok {
-				if strings.TrimSpace(g) == "" {
-					v.add(pk, "names no group")
-				}
-			} else if strings.TrimSpace(pr) == "" {
-				v.add(pk, "must not be empty")
-			}
+			v.principalEntry(fmt.Sprintf("%s.principals[%d]", key, j), pr)
 		}
 	}
 }

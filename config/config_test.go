@@ -493,9 +493,10 @@ auth:
   apiKeys:
     - { name: alice, key: "${ALICE_KEY}", groups: [dev] }
     - { name: bob, keyHash: "sha256:` + strings.Repeat("AB", 32) + `", groups: [contractor] }
-  jwt: { issuer: "https://idp.example", jwksURL: "https://idp.example/jwks", groupsClaim: roles }
+  jwt: { issuer: "https://idp.example", jwksURL: "https://idp.example/jwks", groupsClaim: roles, oidc: { clientID: console } }
   resource: "https://mcp.example/mcp"
   local: { name: me, groups: [ops] }
+  operators: [alice, "group:sre"]
 policy:
   default: deny
   rules:
@@ -512,9 +513,10 @@ policy:
 			{Name: "bob", KeyHash: "sha256:" + strings.Repeat("AB", 32), Groups: []string{"contractor"}},
 		},
 		JWT: &JWT{Issuer: "https://idp.example", JWKSURL: "https://idp.example/jwks", PrincipalClaim: "sub",
-			GroupsClaim: "roles", Leeway: 30 * time.Second},
-		Resource: "https://mcp.example/mcp",
-		Local:    Principal{Name: "me", Groups: []string{"ops"}},
+			GroupsClaim: "roles", Leeway: 30 * time.Second, OIDC: OIDC{ClientID: "console"}},
+		Resource:  "https://mcp.example/mcp",
+		Local:     Principal{Name: "me", Groups: []string{"ops"}},
+		Operators: []string{"alice", "group:sre"},
 	}
 	if diff := cmp.Diff(wantAuth, cfg.Auth); diff != "" {
 		t.Errorf("auth (-want +got):\n%s", diff)

@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 		"mcpServers: {w: {url: \"https://h/sse\", headers: {A: \"Bearer ${T}\"}, prefix: \"\"}}\ngateway: {listen: \":1\", insecure: true}",
 		"gateway: {limits: {maxSessions: 0}, timeouts: {call: 1s}, log: {level: debug}}",
 		"servers: {x: {type: sse, url: \"http://h\"}}\nauth: {}",
+		"auth: {apiKeys: [{name: a, key: \"0123456789abcdef\"}], operators: [a, \"group:ops\", \"group:\", \"\"]}",
 		"a: &x [*x]",
 		"mcpServers: {\"\": {command: $$, env: {A: \"${A:-b}\"}}, b.c: {transportType: sse, serverUrl: \"https://x\"}}",
 		`{"mcpServers": {"a": {"command": "x", "autoApprove": [], "timeout": "5s"}}} // c`,

@@ -89,10 +89,11 @@ gateway:
     - {name: a, keyHash: "md5:abc"}
     - {name: b, key: "0123456789abcdef", groups: [""], role: admin}
     - {name: c, keyHash: "sha256:` + HashAPIKey("0123456789abcdef")[len(KeyHashPrefix):] + `"}
-  jwt: {jwksURL: "http://idp.example/keys", secret: s, algorithms: [none], leeway: 1h}
+  jwt: {jwksURL: "http://idp.example/keys", secret: s, algorithms: [none], leeway: 1h, oidc: {scopes: [openid], clientId: x}}
   resource: "mcp.example.com/mcp"
   authorizationServers: ["https://idp.example"]
   local: {name: "group:x"}
+  operators: [alice, "group:", " "]
   oauth: {}
 `,
 			want: []wantErr{
@@ -110,9 +111,13 @@ gateway:
 				{"m.yaml", "auth.jwt.issuer", "is required"},
 				{"m.yaml", "auth.jwt.jwksURL", "must use https"},
 				{"m.yaml", "auth.jwt.leeway", "between 0s and 5m"},
+				{"m.yaml", "auth.jwt.oidc.clientID", "is required"},
+				{"m.yaml", "auth.jwt.oidc.clientId", `did you mean "clientID"`},
 				{"m.yaml", "auth.jwt.secret", "at least 32 bytes"},
 				{"m.yaml", "auth.local.name", `must not start with "group:"`},
 				{"m.yaml", "auth.oauth", "unknown key"},
+				{"m.yaml", "auth.operators[1]", "names no group"},
+				{"m.yaml", "auth.operators[2]", "must not be empty"},
 				{"m.yaml", "auth.resource", "absolute https URL"},
 			},
 		},
@@ -140,6 +145,14 @@ gateway:
 				{"m.yaml", "policy.rules[3].deny.tool", `did you mean "tools"`},
 				{"m.yaml", "policy.rules[3].principals", "matches no one"},
 				{"m.yaml", "policy.rules[4]", "must be a mapping"},
+			},
+		},
+		{
+			name: "the console's OIDC sign-in needs https",
+			doc:  "auth: {jwt: {issuer: \"http://idp.example\", audience: [m], secret: \"0123456789abcdef0123456789abcdef\", oidc: {clientID: c, redirectURL: \"http://mcp.example/ui/oidc/callback\"}}}\n",
+			want: []wantErr{
+				{"m.yaml", "auth.jwt.issuer", "must use https"},
+				{"m.yaml", "auth.jwt.oidc.redirectURL", "must use https"},
 			},
 		},
 		{

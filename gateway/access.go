@@ -25,6 +25,9 @@ type access struct {
 	// local is the principal of stdio sessions, and of every HTTP request
 	// while auth is off.
 	local *policy.Principal
+	// operators may use the console, /status and /reload while auth is on
+	// (auth.operators).
+	operators policy.Principals
 	// cacheScope marks list and read results: "private" when what a client
 	// sees depends on who it is, so that no shared cache serves it to others.
 	cacheScope string
@@ -34,6 +37,7 @@ func newAccess(cfg *config.Config, an *authn.Authenticator) *access {
 	a := &access{
 		policy:     policy.Compile(cfg.Policy),
 		local:      policy.NewPrincipal(cfg.Auth.Local.Name, cfg.Auth.Local.Groups),
+		operators:  policy.CompilePrincipals(cfg.Auth.Operators),
 		cacheScope: "public",
 	}
 	if an != nil && an.Enabled() {

@@ -63,6 +63,16 @@ func teamGateway(t *testing.T, edit func(*config.Config)) (*Gateway, *httptest.S
 // teamGatewayWith is teamGateway with srv as the upstream named alpha.
 func teamGatewayWith(t *testing.T, srv *mcp.Server, edit func(*config.Config)) (*Gateway, *httptest.Server, *fakeUpstream) {
 	t.Helper()
+	return teamGatewayOpts(t, srv, edit, nil)
+}
+
+// teamGatewayOpts is teamGatewayWith with opts (Transports is set here).
+func teamGatewayOpts(t *testing.T, srv *mcp.Server, edit func(*config.Config), opts *Options) (*Gateway, *httptest.Server, *fakeUpstream) {
+	t.Helper()
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	f := newFakeUpstream(srv)
 	cfg := &config.Config{Servers: map[string]config.Server{
 		"alpha": {Name: "alpha", Type: "stdio", Command: "unused"},
@@ -71,7 +81,8 @@ func teamGatewayWith(t *testing.T, srv *mcp.Server, edit func(*config.Config)) (
 	if edit != nil {
 		edit(cfg)
 	}
-	gw, err := New(cfg, &Options{Transports: map[string]func() (mcp.Transport, error){"alpha": f.transport}})
+	o.Transports = map[string]func() (mcp.Transport, error){"alpha": f.transport}
+	gw, err := New(cfg, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

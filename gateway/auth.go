@@ -113,9 +113,10 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 }
 
 // admin wraps the gateway's own endpoints (/status, /reload): with auth on
-// they need a valid bearer token, like /mcp; without auth only a loopback
-// peer may use them, even on a listener opened with gateway.insecure. The
-// principal is in the request context.
+// they need a valid bearer token, like /mcp, of an operator (auth.operators;
+// 403 for anyone else); without auth only a loopback peer may use them, even
+// on a listener opened with gateway.insecure. The principal is in the
+// request context.
 func (h *httpAuth) admin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := h.g.current().access
@@ -130,6 +131,11 @@ func (h *httpAuth) admin(next http.Handler) http.Handler {
 		}
 		id, ok := h.authenticate(w, r, a)
 		if !ok {
+			return
+		}
+		if !a.operators.Contains(id.Principal) {
+			h.g.log.Warn("request refused: not an operator", zap.String(keyAddr, r.RemoteAddr), zap.String(keyName, r.URL.Path))
+			http.Error(w, "forbidden: operators only (auth.operators)", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), id.Principal)))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,46 @@ func BenchmarkCallTool(b *testing.B) {
 			b.Fatal("no call took the raw path")
 		}
 	})
+	// The operator console's cost on the call path, with the audit log on
+	// (hashed arguments, to io.Discard): console=on adds the audit ring,
+	// filled by the audit writer, and the console mounted on the handler.
+	// Compare with benchstat -col /console.
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("audited/console=%s", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
+			opts := &audit.Options{Stdout: io.Discard, LookupEnv: func(string) (string, bool) { return "", false }}
+			if on {
+				opts.Ring = audit.NewRing(0)
+			}
+			al, err := audit.New(&config.Audit{Stdout: true, Arguments: config.ArgumentsHashed}, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { al.Close(context.Background()) })
+			h := &harness{gw: newAlphaGateway(b, nil, &Options{Audit: al}), notes: make(chan string, 100)}
+			if on {
+				h.gw.Handler()
+			}
+			h.client = h.connect(b)
+			b.Cleanup(func() { h.client.Close() })
+			// CPU time per call, beside wall time: on a shared machine it
+			// varies far less with the load of other processes.
+			cpu0 := processCPU()
+			benchCalls(b, h.client, "alpha__echo", args)
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			if on && opts.Ring.Total() == 0 {
+				b.Fatal("the ring kept no record")
+			}
+		})
+	}
+}
+
+// processCPU is the CPU time (user and system) the process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // legacyEcho is an upstream with an echo tool that speaks 2025-11-25.

@@ -30,6 +30,8 @@ const readHeaderTimeout = 10 * time.Second
 //	      authorization server
 //	/healthz, /readyz
 //	      liveness and readiness (see Readiness), without authentication
+//	/status, /reload, /ui/
+//	      status, reload and the operator console: operators only
 //
 // wrapped in the request body deadline (bodyDeadline), Host/Origin checks
 // (DNS rebinding), the message size limit, bearer authentication (when auth
@@ -81,6 +83,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
+	mux.Handle("/ui/", g.console()) // the operator console (console.go); checks its own access
 	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
 }
 

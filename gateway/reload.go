@@ -48,14 +48,19 @@ type ReloadResult struct {
 	RestartRequired []string `json:"restartRequired,omitempty"`
 }
 
-// reloadLog counts reloads and keeps the last one, for status.
+// reloadLog counts reloads and keeps the last ones, for status and the
+// console.
 type reloadLog struct {
 	run      sync.Mutex // serializes reloads
 	mu       sync.Mutex // guards the fields below
 	last     *ReloadResult
 	applied  int
 	rejected int
+	history  []*ReloadResult // the latest reloadHistory attempts, oldest first
 }
+
+// reloadHistory is the number of reload attempts the console lists.
+const reloadHistory = 20
 
 // Reload loads the config again (Options.LoadConfig) and applies it while
 // the gateway serves (docs/architecture.md, Reload; Decisions: reload by snapshot swap):
@@ -114,6 +119,10 @@ func (g *Gateway) Reload(ctx context.Context, trigger string) (*ReloadResult, er
 		}
 	}
 	g.reloads.last = res
+	if len(g.reloads.history) == reloadHistory {
+		g.reloads.history = append(g.reloads.history[:0], g.reloads.history[1:]...)
+	}
+	g.reloads.history = append(g.reloads.history, res)
 	return res, err
 }
 
@@ -271,4 +280,15 @@ func (g *Gateway) LastReload() (last *ReloadResult, applied, rejected int) {
 	g.reloads.mu.Lock()
 	defer g.reloads.mu.Unlock()
 	return g.reloads.last, g.reloads.applied, g.reloads.rejected
+}
+
+// reloadAttempts returns the latest reload attempts, newest first.
+func (g *Gateway) reloadAttempts() []*ReloadResult {
+	g.reloads.mu.Lock()
+	defer g.reloads.mu.Unlock()
+	out := make([]*ReloadResult, len(g.reloads.history))
+	for i, r := range g.reloads.history {
+		out[len(out)-1-i] = r
+	}
+	return out
 }

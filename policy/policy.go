@@ -71,9 +71,8 @@ type Policy struct {
 // rule is a compiled config.Rule.
 type rule struct {
 	allow    bool
-	everyone bool     // no principals listed
-	names    []string // principal names listed
-	groups   []string // groups listed as "group:<name>"
+	everyone bool       // no principals listed
+	who      Principals // else: the principals listed
 	patterns [numKinds][]Pattern
 	servers  []Pattern
 	desc     string // for Describe
@@ -91,13 +90,7 @@ func Compile(cfg *config.Policy) *Policy {
 		r := &p.rules[i]
 		r.allow = cr.Effect == config.Allow
 		r.everyone = len(cr.Principals) == 0
-		for _, pr := range cr.Principals {
-			if g, ok := strings.CutPrefix(pr, config.GroupPrefix); ok {
-				r.groups = append(r.groups, g)
-			} else {
-				r.names = append(r.names, pr)
-			}
-		}
+		r.who = CompilePrincipals(cr.Principals)
 		for k, list := range kindPatterns(cr.Match) {
 			r.patterns[k] = compileAll(list)
 		}
@@ -192,23 +185,7 @@ func (r *rule) matches(pr *Principal, k int, name, server string) bool {
 
 // appliesTo reports whether r is for everyone, names pr, or names one of pr's groups.
 func (r *rule) appliesTo(pr *Principal) bool {
-	if r.everyone {
-		return true
-	}
-	if pr == nil {
-		return false
-	}
-	for _, n := range r.names {
-		if n == pr.name {
-			return true
-		}
-	}
-	for _, g := range r.groups {
-		if pr.InGroup(g) {
-			return true
-		}
-	}
-	return false
+	return r.everyone || r.who.Contains(pr)
 }
 
 // Describe explains d, a decision of p, for logs and `manifold policy explain`:

@@ -336,3 +336,32 @@ func TestDecideAllocs(t *testing.T) {
 		t.Errorf("unrestricted: Decide allocates %v times per call, want 0", n)
 	}
 }
+
+func TestPrincipalsContains(t *testing.T) {
+	ops := policy.CompilePrincipals([]string{"carol", "group:sre"})
+	tests := []struct {
+		name string
+		pr   *policy.Principal
+		want bool
+	}{
+		{name: "a listed name", pr: policy.NewPrincipal("carol", nil), want: true},
+		{name: "a member of a listed group", pr: policy.NewPrincipal("dave", []string{"x", "sre"}), want: true},
+		{name: "neither", pr: alice, want: false},
+		{name: "a group name is not a principal name", pr: policy.NewPrincipal("sre", nil), want: false},
+		{name: "a principal name is not a group", pr: policy.NewPrincipal("erin", []string{"carol"}), want: false},
+		{name: "nil", pr: nil, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ops.Contains(tc.pr); got != tc.want {
+				t.Errorf("Contains = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if (policy.Principals{}).Contains(alice) {
+		t.Error("the zero Principals contains alice")
+	}
+	if n := testing.AllocsPerRun(100, func() { ops.Contains(bob) }); n != 0 {
+		t.Errorf("Contains allocates %v times", n)
+	}
+}

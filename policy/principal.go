@@ -3,6 +3,9 @@ package policy
 import (
 	"slices"
 	"strconv"
+	"strings"
+
+	"github.com/manifold-mcp/manifold/config"
 )
 
 // Principal is who makes a request: a name and groups. It is immutable and safe for
@@ -81,4 +84,43 @@ func (p *Principal) InGroup(g string) bool {
 	}
 	_, ok := slices.BinarySearch(p.groups, g)
 	return ok
+}
+
+// Principals is a compiled list of principal names and "group:<name>" entries, as written in
+// a rule's principals or in auth.operators. The zero value contains no one. It is immutable
+// and safe for concurrent use.
+type Principals struct {
+	names  []string // principal names listed
+	groups []string // groups listed as "group:<name>"
+}
+
+// CompilePrincipals compiles a validated list of principal entries. It keeps no reference to
+// list.
+func CompilePrincipals(list []string) Principals {
+	var ps Principals
+	for _, e := range list {
+		if g, ok := strings.CutPrefix(e, config.GroupPrefix); ok {
+			ps.groups = append(ps.groups, g)
+		} else {
+			ps.names = append(ps.names, e)
+		}
+	}
+	return ps
+}
+
+// Contains reports whether pr is named in ps or belongs to one of its groups; never for a nil
+// pr. It allocates nothing.
+func (ps Principals) Contains(pr *Principal) bool {
+	if pr == nil {
+		return false
+	}
+	if slices.Contains(ps.names, pr.name) {
+		return true
+	}
+	for _, g := range ps.groups {
+		if pr.InGroup(g) {
+			return true
+		}
+	}
+	return false
 }

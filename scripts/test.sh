@@ -2,7 +2,8 @@
 # Runs every test of the repository: formatting, vet, staticcheck, the Go tests with the
 # race detector (unit, fuzz seed corpora, end-to-end with real processes),
 # and the Node harness self-test. On a fresh machine it first installs the
-# pinned npm test dependencies (test/node and test/conformance lock files).
+# pinned npm test dependencies (test/node, test/conformance and test/console
+# lock files) and, in CI (CI=true), Chromium for the console's browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,12 +12,27 @@ need go
 need node
 need npm
 
-for dir in test/node test/conformance; do
-  if [ ! -d "$dir/node_modules/@modelcontextprotocol" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+for dir in test/node test/conformance test/console; do
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     echo "== npm ci ($dir)"
     npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
   fi
 done
+
+# The console's browser test (test/e2e/console_test.go) drives the Debian
+# package chromium. In CI it must run, so a missing one is installed; on a
+# developer's machine the test skips without it.
+if ! command -v chromium >/dev/null; then
+  if [ "${CI:-}" = true ]; then
+    echo "== apt-get install chromium"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    echo "test.sh: chromium is not installed; the console's browser test skips (apt-get install chromium)" >&2
+  fi
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/node/*'))

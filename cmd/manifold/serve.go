@@ -79,7 +79,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	// The audit log and the telemetry live as long as the process: a reload
 	// keeps them (their sections apply at restart). They are closed last,
 	// after the gateway, so that the last requests are recorded.
-	auditLog, err := audit.New(cfg.Audit, &audit.Options{Logger: logger, Stdout: stdout})
+	// The ring keeps the latest records for the operator console (/ui).
+	auditLog, err := audit.New(cfg.Audit, &audit.Options{Logger: logger, Stdout: stdout, Ring: audit.NewRing(0)})
 	if err != nil {
 		logger.Error("audit log", zap.Error(err))
 		return 1

@@ -67,6 +67,9 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Now fills in Record.Time when it is zero; nil means time.Now.
 	Now func() time.Time
+	// Ring, when set, also keeps each record in memory, added by the writer goroutine as it
+	// takes the record from the queue (so, like the sinks, off the call path). Nil: none.
+	Ring *Ring
 
 	// reportEvery replaces dropReportInterval in tests.
 	reportEvery time.Duration
@@ -84,6 +87,7 @@ type Log struct {
 
 	sinks []sink
 	file  *lumberjack.Logger // nil without a file sink
+	ring  *Ring              // nil: none
 
 	// mu guards closed against the close of queue: Write holds it for reading while it sends.
 	mu     sync.RWMutex
@@ -142,6 +146,7 @@ func New(cfg *config.Audit, opts *Options) (*Log, error) {
 	l := &Log{
 		log:         o.Logger.Named("audit"),
 		now:         o.Now,
+		ring:        o.Ring,
 		reportEvery: o.reportEvery,
 		abort:       make(chan struct{}),
 		done:        make(chan struct{}),
@@ -266,6 +271,14 @@ func (l *Log) Write(rec *Record) {
 	}
 }
 
+// Ring returns the Ring given in Options.Ring, or nil.
+func (l *Log) Ring() *Ring {
+	if l == nil {
+		return nil
+	}
+	return l.ring
+}
+
 // Dropped returns the number of records lost so far: dropped because the queue was full or
 // the Log closed, or not written because a sink failed.
 func (l *Log) Dropped() uint64 {
@@ -318,6 +331,7 @@ func (l *Log) run() {
 		if l.encode(enc, rec) {
 			pending++
 		}
+		l.ring.Add(rec)
 		if len(l.queue) == 0 || batch.Len() >= flushBytes {
 			l.flush(&batch, pending)
 			pending = 0

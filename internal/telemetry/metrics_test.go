@@ -224,13 +224,17 @@ func TestServeMetrics(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `manifold_config_reloads_total{manifold_result="ok"} 1`) {
 		t.Fatalf("GET /metrics = %d\n%s", resp.StatusCode, body)
 	}
-	resp, err = client.Get(base + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET / = %d, want 404", resp.StatusCode)
+	// The metrics listener has no authentication: it serves nothing else, and never the
+	// operator console or the gateway's own endpoints.
+	for _, p := range []string{"/", "/ui/", "/status"} {
+		resp, err = client.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", p, resp.StatusCode)
+		}
 	}
 
 	cancel()

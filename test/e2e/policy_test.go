@@ -17,8 +17,10 @@ import (
 )
 
 const (
-	aliceKey  = "alice-e2e-key-0123456789"
-	bobKey    = "bob-e2e-key-0123456789ab"
+	aliceKey = "alice-e2e-key-0123456789"
+	bobKey   = "bob-e2e-key-0123456789ab"
+	// opsKey is an operator's (auth.operators), for /status.
+	opsKey    = "ops-e2e-key-0123456789ab"
 	jwtSecret = "e2e-hmac-secret-0123456789abcdef0123"
 )
 

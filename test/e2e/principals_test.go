@@ -16,7 +16,8 @@ import (
 
 // principalsConfig serves the demo server as alpha with alice's and bob's
 // keys: alice in aliceGroups (no key at all when aliceGroups is nil), bob a
-// contractor, who may call alpha__echo only, as contractors may. limits is
+// contractor, who may call alpha__echo only, as contractors may; ops, the
+// operator, reads /status. limits is
 // the gateway.limits section, if any.
 func principalsConfig(aliceGroups []string, limits string) string {
 	var b strings.Builder
@@ -29,6 +30,7 @@ func principalsConfig(aliceGroups []string, limits string) string {
 		fmt.Fprintf(&b, "    - { name: alice, key: %q, groups: [%s] }\n", aliceKey, strings.Join(aliceGroups, ", "))
 	}
 	fmt.Fprintf(&b, "    - { name: bob, key: %q, groups: [contractor] }\n", bobKey)
+	fmt.Fprintf(&b, "    - { name: ops, key: %q }\n  operators: [ops]\n", opsKey)
 	b.WriteString(`policy:
   default: deny
   rules:
@@ -39,7 +41,7 @@ func principalsConfig(aliceGroups []string, limits string) string {
 }
 
 // servedHash returns the hash of the config serving, asking /status with
-// token.
+// token (an operator's).
 func servedHash(t *testing.T, g *gatewayProc, token string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, g.url("/status"), nil)
@@ -61,7 +63,7 @@ func servedHash(t *testing.T, g *gatewayProc, token string) string {
 func rewrite(t *testing.T, g *gatewayProc, path, content string) {
 	t.Helper()
 	writeAtomically(t, path, content)
-	eventually(t, "the rewritten config serving", func() bool { return servedHash(t, g, bobKey) == hashOf(content) })
+	eventually(t, "the rewritten config serving", func() bool { return servedHash(t, g, opsKey) == hashOf(content) })
 }
 
 // rawPost POSTs body to /mcp with token and, unless empty, session id sid;
