@@ -67,7 +67,7 @@ if [ "$fuzztime" != "0" ]; then
     ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
     ./gateway:FuzzUpstreamNotFound \
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
-    ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody \
+    ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody ./upstream:FuzzSSEReader \
     ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
