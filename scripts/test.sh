@@ -68,7 +68,8 @@ if [ "$fuzztime" != "0" ]; then
     ./gateway:FuzzUpstreamNotFound \
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
     ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody ./upstream:FuzzSSEReader \
-    ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./upstream:FuzzStdioConn; do
+    ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./internal/envelope:FuzzMembers \
+    ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
     # deadline exceeded" right at -fuzztime, having found nothing and

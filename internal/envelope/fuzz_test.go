@@ -279,3 +279,51 @@ func FuzzDuplicateKeys(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMembers: on any bytes (an upstream's result), Members, RemoveMember
+// and HasKey agree with encoding/json: the values Members finds are the
+// members' values, RemoveMember's output decodes to the object without the
+// key, and a key present at any depth makes HasKey true.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"x"}],"isError":true,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"u"}}}`,
+		`{"a":1,"uri":"x"}`, `{ "_meta" : { } , "b" : [ {"uri" : 1} ] }`, `{"isError":false,"isError":true}`,
+		`{"IsError":true}`, `{"is\u0045rror":true}`, `[]`, `{`, ``,
+	} {
+		f.Add([]byte(s), "isError")
+	}
+	f.Fuzz(func(t *testing.T, obj []byte, key string) {
+		if key == "" {
+			return // no caller looks for the empty key
+		}
+		var m map[string]json.RawMessage
+		decodes := json.Unmarshal(obj, &m) == nil && m != nil
+		var spans [1]Span
+		if err := Members(obj, []string{key}, spans[:]); err == nil {
+			if !decodes {
+				t.Fatalf("Members accepted %q, which is not a JSON object", obj)
+			}
+			if got := spans[0].In(obj); !bytes.Equal(got, bytes.TrimSpace(m[key])) && !(got == nil && m[key] == nil) {
+				t.Fatalf("Members(%q, %q) = %q, encoding/json %q", obj, key, got, m[key])
+			}
+		}
+		out, removed, err := RemoveMember(obj, key)
+		if err == nil {
+			var after map[string]json.RawMessage
+			if json.Unmarshal(out, &after) != nil {
+				t.Fatalf("RemoveMember(%q, %q) = %q: not JSON", obj, key, out)
+			}
+			if _, ok := after[key]; ok {
+				t.Fatalf("RemoveMember(%q, %q) = %q still holds the key", obj, key, out)
+			}
+			if _, had := m[key]; removed != had {
+				t.Fatalf("RemoveMember(%q, %q): removed %v, encoding/json finds it %v", obj, key, removed, had)
+			}
+		}
+		if has, err := HasKey(obj, key); err == nil && decodes {
+			if _, ok := m[key]; ok && !has {
+				t.Fatalf("HasKey(%q, %q) = false; the key is there", obj, key)
+			}
+		}
+	})
+}
