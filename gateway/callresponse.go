@@ -77,6 +77,12 @@ func (c *callResponse) notify(method string, params any) error {
 // answer before any event: 200, or the status the transport maps an error
 // to), and ends the response.
 func (c *callResponse) finish(status int, msg []byte) {
+	c.finishParts(status, msg)
+}
+
+// finishParts is finish for a response in pieces, written one after the
+// other (rawAnswer).
+func (c *callResponse) finishParts(status int, parts ...[]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
@@ -84,42 +90,45 @@ func (c *callResponse) finish(status int, msg []byte) {
 	}
 	c.done = true
 	if c.sse {
-		_ = writeSSE(c.w, msg)
+		_ = writeSSE(c.w, parts...)
 		return
 	}
 	c.w.Header().Set("Content-Type", "application/json")
 	c.w.WriteHeader(status)
-	_, _ = c.w.Write(msg)
+	for _, p := range parts {
+		if _, err := c.w.Write(p); err != nil {
+			return
+		}
+	}
 }
 
-// writeSSE writes msg as one server-sent event and flushes it. JSON may
-// hold line breaks only as whitespace between tokens (an upstream's pretty
-// printing); each line becomes a data line of its own, which the client
-// joins with newlines again.
-func writeSSE(w http.ResponseWriter, msg []byte) error {
-	if _, err := io.WriteString(w, "event: message\n"); err != nil {
+// writeSSE writes a message, given in pieces, as one server-sent event
+// and flushes it. JSON may hold line breaks only as whitespace between
+// tokens (an upstream's pretty printing); each line becomes a data line of
+// its own, which the client joins with newlines again.
+func writeSSE(w http.ResponseWriter, parts ...[]byte) error {
+	if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
 		return err
 	}
-	for {
-		line, rest, more := msg, []byte(nil), false
-		if i := bytes.IndexAny(msg, "\r\n"); i >= 0 {
-			line, rest, more = msg[:i], msg[i+1:], true
+	for _, p := range parts {
+		for len(p) > 0 {
+			i := bytes.IndexAny(p, "\r\n")
+			if i < 0 {
+				if _, err := w.Write(p); err != nil {
+					return err
+				}
+				break
+			}
+			if _, err := w.Write(p[:i]); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(w, "\ndata: "); err != nil {
+				return err
+			}
+			p = p[i+1:]
 		}
-		if _, err := io.WriteString(w, "data: "); err != nil {
-			return err
-		}
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, "\n"); err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		msg = rest
 	}
-	if _, err := io.WriteString(w, "\n"); err != nil {
+	if _, err := io.WriteString(w, "\n\n"); err != nil {
 		return err
 	}
 	return http.NewResponseController(w).Flush()

@@ -194,13 +194,20 @@ func (r *routes) lookup(kind policy.Kind, name string) (route, bool) {
 	return r.resource(name)
 }
 
-// serveRaw serves r, a request rawTake took, from the front f: observe,
-// then the stages. It returns the response for the front to write, one
-// complete JSON-RPC message without a newline, once every notification of
-// the call has been relayed; ctx ends the call early (the client's
-// cancellation). The front forgets r's id before it writes the response,
-// as the SDK does, so that a client may reuse the id at once.
+// serveRaw is serveAnswer with the response joined into one slice.
 func (g *Gateway) serveRaw(ctx context.Context, f rawFront, r *rawRequest) []byte {
+	a := g.serveAnswer(ctx, f, r)
+	return a.bytes()
+}
+
+// serveAnswer serves r, a request rawTake took, from the front f: observe,
+// then the stages. It returns the response for the front to write, one
+// complete JSON-RPC message in pieces (rawAnswer: the upstream's result is
+// not copied into it), once every notification of the call has been
+// relayed; ctx ends the call early (the client's cancellation). The front
+// forgets r's id before it writes the response, as the SDK does, so that
+// a client may reuse the id at once.
+func (g *Gateway) serveAnswer(ctx context.Context, f rawFront, r *rawRequest) rawAnswer {
 	g.inflight.Add()
 	defer g.inflight.Done()
 	g.rawServed.Add(1)
@@ -213,7 +220,10 @@ func (g *Gateway) serveRaw(ctx context.Context, f rawFront, r *rawRequest) []byt
 		ctx = context.WithValue(ctx, exchangeKey{}, x)
 		info := telemetry.SpanInfo{Method: r.m.name}
 		if g.obs.tracing {
-			info.Target, info.ProtocolVersion, info.Transport, info.SessionID = r.c.name, r.version, f.transport(), ss.ID()
+			info.Target, info.ProtocolVersion, info.Transport = r.c.name, r.version, f.transport()
+			if ss != nil { // a stateless HTTP request has no session
+				info.SessionID = ss.ID()
+			}
 		}
 		ctx, span = g.obs.tel.StartServer(ctx, info)
 	}
@@ -231,7 +241,20 @@ func (g *Gateway) serveRaw(ctx context.Context, f rawFront, r *rawRequest) []byt
 	if ce := g.log.Check(zap.DebugLevel, "call served"); ce != nil {
 		ce.Write(zap.String(keyPath, "raw"), zap.String(keyKind, r.m.name), zap.String(keyName, r.c.name))
 	}
-	return rawResponse(r.id(), res, err)
+	var a rawAnswer
+	if err != nil {
+		a.add(rawResponse(r.id(), nil, err))
+		a.failed = true
+		return a
+	}
+	a.add(rawResultHead(r.id()))
+	if r.stateless {
+		g.statelessResult(&a, res)
+	} else {
+		a.add(res)
+	}
+	a.add(rawResultTail)
+	return a
 }
 
 // rawStages runs the stages after observe for r; it returns the result to
@@ -292,6 +315,17 @@ func emptyObject(obj []byte) bool {
 	}
 	return true
 }
+
+// rawResultHead is a response with id up to its result; rawResultTail
+// closes it.
+func rawResultHead(id []byte) []byte {
+	out := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":`)+len(id))
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	return append(out, `,"result":`...)
+}
+
+var rawResultTail = []byte("}")
 
 // rawResponse encodes the response to the request with id: result, or
 // err encoded as the SDK encodes a handler's error (a *jsonrpc.Error with

@@ -79,8 +79,12 @@ func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, sdk htt
 	rr.sink = out
 	// The client ends the call by closing its request (2026-07-28 has no
 	// notifications/cancelled for a stateless call): the upstream is told.
-	res := g.serveRaw(r.Context(), f, rr)
-	out.finish(errorStatus(res), res)
+	a := g.serveAnswer(r.Context(), f, rr)
+	status := http.StatusOK
+	if a.failed {
+		status = errorStatus(a.parts[0])
+	}
+	out.finishParts(status, a.pieces()...)
 }
 
 // errorCodeKey is the member of a JSON-RPC error errorStatus reads.

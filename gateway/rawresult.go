@@ -8,57 +8,66 @@ var (
 	serverInfoKeys = []string{metaServerInfo}
 )
 
-// statelessResult returns res, a result for a 2026-07-28 client, as the
+var (
+	completeMember = []byte(`"resultType":"complete"`)
+	comma          = []byte(",")
+	metaOpen       = []byte(`"_meta":{"` + metaServerInfo + `":`)
+	serverInfoKey  = []byte(`"` + metaServerInfo + `":`)
+	closeBrace     = []byte("}")
+)
+
+// statelessResult adds to a res, a result for a 2026-07-28 client, as the
 // SDK's server makes every result of that protocol: with a resultType
 // ("complete" unless the upstream set one, input_required included) and
 // the gateway's serverInfo in its _meta (SEP-2575), where the upstream's
-// is replaced. One allocation; a result whose keys are not simple is
-// returned as it is (the upstream's own, already valid for the protocol).
-func (g *Gateway) statelessResult(res []byte) []byte {
+// is replaced. It adds slices of res and a few constant pieces, never a
+// copy of res; a result whose keys are not simple is added as it is (the
+// upstream's own, valid for the protocol already).
+func (g *Gateway) statelessResult(a *rawAnswer, res []byte) {
 	var top [2]envelope.Span
 	if envelope.Members(res, statelessKeys, top[:]) != nil {
-		return res
-	}
-	var head []byte // members inserted after the result's opening brace
-	if !top[0].Present() {
-		head = append(head, `"resultType":"complete",`...)
-	}
-	var at envelope.Span // replaced by value, when present
-	var value []byte
-	switch meta := top[1]; {
-	case !meta.Present():
-		head = append(head, `"_meta":{"`+metaServerInfo+`":`...)
-		head = append(append(head, g.serverInfo...), "},"...)
-	default:
-		var info [1]envelope.Span
-		if envelope.Members(meta.In(res), serverInfoKeys, info[:]) != nil {
-			return res
-		}
-		if info[0].Present() {
-			at = envelope.Span{Start: meta.Start + info[0].Start, End: meta.Start + info[0].End}
-			value = g.serverInfo
-		} else {
-			// The first member of _meta.
-			at = envelope.Span{Start: meta.Start + 1, End: meta.Start + 1}
-			value = append(append([]byte(`"`+metaServerInfo+`":`), g.serverInfo...), ',')
-			if emptyObject(meta.In(res)) {
-				value = value[:len(value)-1]
-			}
-		}
+		a.add(res)
+		return
 	}
 	open := firstByte(res, '{') + 1
-	if len(head) > 0 && emptyObject(res) {
-		head = head[:len(head)-1] // no member follows
+	a.add(res[:open])
+	more := !emptyObject(res) // members follow what is inserted
+	if !top[0].Present() {
+		a.add(completeMember)
+		if more || !top[1].Present() {
+			a.add(comma)
+		}
 	}
-	out := make([]byte, 0, len(res)+len(head)+len(value))
-	out = append(out, res[:open]...)
-	out = append(out, head...)
-	if at.Present() {
-		out = append(out, res[open:at.Start]...)
-		out = append(out, value...)
-		return append(out, res[at.End:]...)
+	meta := top[1]
+	if !meta.Present() {
+		a.add(metaOpen)
+		a.add(g.serverInfo)
+		a.add(closeBrace)
+		if more {
+			a.add(comma)
+		}
+		a.add(res[open:])
+		return
 	}
-	return append(out, res[open:]...)
+	var info [1]envelope.Span
+	if envelope.Members(meta.In(res), serverInfoKeys, info[:]) != nil {
+		a.add(res[open:])
+		return
+	}
+	if info[0].Present() { // the upstream's, replaced
+		a.add(res[open : meta.Start+info[0].Start])
+		a.add(g.serverInfo)
+		a.add(res[meta.Start+info[0].End:])
+		return
+	}
+	// The first member of _meta.
+	a.add(res[open : meta.Start+1])
+	a.add(serverInfoKey)
+	a.add(g.serverInfo)
+	if !emptyObject(meta.In(res)) {
+		a.add(comma)
+	}
+	a.add(res[meta.Start+1:])
 }
 
 // firstByte returns the index of the first c in b (which holds one).

@@ -69,9 +69,6 @@ func (g *Gateway) rewriteRaw(r *rawRequest, rt route, res []byte, err error) ([]
 	}
 	res, decode := r.trim(res, rt)
 	if !decode {
-		if r.stateless {
-			res = g.statelessResult(res)
-		}
 		return res, false, nil
 	}
 	var out []byte
@@ -94,9 +91,6 @@ func (g *Gateway) rewriteRaw(r *rawRequest, rt route, res []byte, err error) ([]
 		_, out, err = rewriteDecoded(res, func(v *mcp.ReadResourceResult) (*mcp.ReadResourceResult, error) {
 			return rewriteRead(req, rt, r.c.snap, v, nil)
 		})
-	}
-	if err == nil && r.stateless {
-		out = g.statelessResult(out)
 	}
 	return out, toolErr, err
 }
@@ -130,7 +124,7 @@ func (r *rawRequest) trim(res []byte, rt route) ([]byte, bool) {
 		return res, true
 	}
 	// A 2026-07-28 client's result names the gateway there instead: it is
-	// replaced in place (statelessResult).
+	// replaced as the answer is written (statelessResult).
 	if spans[1].Present() && !r.stateless {
 		meta, removed, err := envelope.RemoveMember(spans[1].In(res), metaServerInfo)
 		switch {

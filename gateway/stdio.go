@@ -117,6 +117,15 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// writeLine writes a raw call's answer as one line, its pieces under one
+// lock. A write that fails has ended the session (the SDK's next write
+// fails alike), so its error is not kept.
+func (l *lockedWriter) writeLine(a *rawAnswer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = a.writeLine(l.w)
+}
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }

@@ -62,12 +62,6 @@ func (f *stdioFront) session() *mcp.ServerSession { return f.ss.Load() }
 func (f *stdioFront) caller() caller              { return caller{local: true} }
 func (f *stdioFront) transport() string           { return telemetry.TransportPipe }
 
-// reply writes a response line. A write that fails has ended the session
-// (the SDK's next write fails alike), so its error is not kept.
-func (f *stdioFront) reply(msg []byte) {
-	_, _ = f.out.Write(append(msg, '\n'))
-}
-
 // take serves msg, a client line Scan read as env, when it is a raw call
 // or the cancellation of one, and reports whether it did; false leaves
 // msg to the SDK. msg is copied: the caller reuses it.
@@ -99,9 +93,9 @@ func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
 	f.mu.Unlock()
 	go func() {
 		defer f.wg.Done()
-		out := f.g.serveRaw(ctx, f, r)
+		a := f.g.serveAnswer(ctx, f, r)
 		f.end(key, cancel)
-		f.reply(out)
+		f.out.writeLine(&a)
 	}()
 	return true
 }
