@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,23 +109,8 @@ func writeSSE(w http.ResponseWriter, parts ...[]byte) error {
 	if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
 		return err
 	}
-	for _, p := range parts {
-		for len(p) > 0 {
-			i := bytes.IndexAny(p, "\r\n")
-			if i < 0 {
-				if _, err := w.Write(p); err != nil {
-					return err
-				}
-				break
-			}
-			if _, err := w.Write(p[:i]); err != nil {
-				return err
-			}
-			if _, err := io.WriteString(w, "\ndata: "); err != nil {
-				return err
-			}
-			p = p[i+1:]
-		}
+	if err := writeBroken(w, parts, "\ndata: "); err != nil {
+		return err
 	}
 	if _, err := io.WriteString(w, "\n\n"); err != nil {
 		return err

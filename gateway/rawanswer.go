@@ -74,7 +74,17 @@ func (a *rawAnswer) writeLine(w io.Writer) error {
 		_, err := w.Write(line)
 		return err
 	}
-	for _, p := range a.pieces() {
+	if err := writeBroken(w, a.pieces(), " "); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// writeBroken writes parts to w one after the other, each line break in
+// them ('\r' or '\n') written as sep instead.
+func writeBroken(w io.Writer, parts [][]byte, sep string) error {
+	for _, p := range parts {
 		for len(p) > 0 {
 			i := bytes.IndexAny(p, "\r\n")
 			if i < 0 {
@@ -86,19 +96,16 @@ func (a *rawAnswer) writeLine(w io.Writer) error {
 			if _, err := w.Write(p[:i]); err != nil {
 				return err
 			}
-			if _, err := w.Write(space); err != nil {
+			if _, err := io.WriteString(w, sep); err != nil {
 				return err
 			}
 			p = p[i+1:]
 		}
 	}
-	_, err := w.Write(newline)
-	return err
+	return nil
 }
 
 var (
-	space   = []byte(" ")
-	newline = []byte("\n")
 	// lineBuffers join answers of up to joinedLineMax bytes.
 	lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 )

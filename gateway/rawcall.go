@@ -194,12 +194,6 @@ func (r *routes) lookup(kind policy.Kind, name string) (route, bool) {
 	return r.resource(name)
 }
 
-// serveRaw is serveAnswer with the response joined into one slice.
-func (g *Gateway) serveRaw(ctx context.Context, f rawFront, r *rawRequest) []byte {
-	a := g.serveAnswer(ctx, f, r)
-	return a.bytes()
-}
-
 // serveAnswer serves r, a request rawTake took, from the front f: observe,
 // then the stages. It returns the response for the front to write, one
 // complete JSON-RPC message in pieces (rawAnswer: the upstream's result is
