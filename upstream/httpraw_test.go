@@ -657,3 +657,50 @@ func TestCallRawHTTPResumesItsStream(t *testing.T) {
 		t.Errorf("resumed after %v with Last-Event-ID %q, want after the 200ms retry with s_1", resumed, lastID)
 	}
 }
+
+// TestCallRawHTTPReusesItsConnection: raw calls answered as event streams
+// read each stream to its end, so that one connection serves them all
+// rather than one connection per call.
+func TestCallRawHTTPReusesItsConnection(t *testing.T) {
+	checkLeaks(t)
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	u, _ := startRawHTTP(t, false, false, nil, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				next.ServeHTTP(w, r)
+				return
+			}
+			mu.Lock()
+			conns[r.RemoteAddr] = true
+			mu.Unlock()
+			body, _ := io.ReadAll(r.Body)
+			if !bytes.Contains(body, []byte(`"manifold-`)) {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				next.ServeHTTP(w, r)
+				return
+			}
+			// The answer, then the stream's end a little later, as a
+			// server finishing its handler does.
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `event: message`+"\n"+`data: {"jsonrpc":"2.0","id":`+string(resultIDOf(t, body))+`,"result":{"content":[]}}`+"\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond)
+		})
+	})
+	mu.Lock()
+	clear(conns) // those of the handshake
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 20 {
+		if _, err := u.CallRaw(ctx, "tools/call", []byte(`{"name":"echo","arguments":{"message":"m"}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) > 2 {
+		t.Errorf("20 calls in a row used %d connections", len(conns))
+	}
+}

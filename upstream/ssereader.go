@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"time"
+	"unicode"
 )
 
 // errMalformedEvent: a line of an SSE stream without a ':'.
@@ -40,6 +41,22 @@ func (r *sseReader) next() ([]byte, error) {
 	r.data, r.has = r.data[:0], false
 	for {
 		line, err := r.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) && r.longData(line) {
+			// Gathered straight into the event's data: a large answer is
+			// not copied twice.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.br.ReadSlice('\n')
+				r.data = append(r.data, line...)
+			}
+			r.data = bytes.TrimRightFunc(r.data, unicode.IsSpace)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			if err != nil {
+				return r.data, nil // cut short by the end: returned first
+			}
+			continue
+		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// A long line: gather it whole (the body bounds it).
 			long := append([]byte(nil), line...)
@@ -88,6 +105,28 @@ func (r *sseReader) next() ([]byte, error) {
 			return nil, io.EOF
 		}
 	}
+}
+
+// longData starts a data line longer than the reader's buffer, whose
+// first part is chunk: its value, trimmed of leading blanks, is appended
+// to the event's data, for the rest to follow. It reports false, doing
+// nothing, for another field, or when chunk holds no value yet to trim
+// (the general path then reads the line).
+func (r *sseReader) longData(chunk []byte) bool {
+	value, ok := bytes.CutPrefix(chunk, []byte("data:"))
+	if !ok {
+		return false
+	}
+	value = bytes.TrimLeftFunc(value, unicode.IsSpace)
+	if len(value) == 0 {
+		return false
+	}
+	if r.has {
+		r.data = append(r.data, '\n')
+	}
+	r.data = append(r.data, value...)
+	r.has = true
+	return true
 }
 
 // take hands the data last returned to the caller: the reader will not
