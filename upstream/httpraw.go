@@ -208,7 +208,7 @@ func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method str
 		cancel(context.Canceled)
 	}()
 
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, h.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(context.WithValue(rctx, boundsItsEvents{}, true), http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -518,7 +518,9 @@ func answer(data []byte, n uint64) (ours bool, result []byte, rpcErr *jsonrpc.Er
 // readStream reads the call's event stream until the response to raw call
 // n, relaying the server's messages met on the way.
 func (h *httpRaw) readStream(ctx context.Context, body io.Reader, n uint64) ([]byte, *jsonrpc.Error, error) {
-	r := sseReader{br: bufio.NewReader(body)}
+	// The reader bounds each event itself (limitTransport leaves the
+	// stream of a raw call unbuffered: see boundsItsEvents).
+	r := sseReader{br: bufio.NewReader(body), max: h.u.opts.MaxMessageBytes}
 	var s serverRequests
 	defer s.cancelAll()
 	resumes := 0

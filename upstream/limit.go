@@ -57,6 +57,10 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case mt == "application/json":
 		resp.Body = &jsonBody{t: t, req: req, rc: resp.Body, length: resp.ContentLength}
 		resp.ContentLength = -1
+	case mt == "text/event-stream" && req.Context().Value(boundsItsEvents{}) != nil:
+		// A raw call reads its answer stream with a reader that bounds
+		// each event itself (sseReader.max): buffering every event here
+		// first would copy a large answer once more.
 	case mt == "text/event-stream":
 		resp.Body = &sseBody{t: t, req: req, rc: resp.Body, br: bufio.NewReader(resp.Body), onCall: req.Method == http.MethodPost}
 	default:
@@ -64,6 +68,10 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// boundsItsEvents marks, in its context, a request whose answer stream is
+// read by a reader that bounds its events itself (a raw call's).
+type boundsItsEvents struct{}
 
 // CloseIdleConnections closes the base transport's idle connections.
 func (t *limitTransport) CloseIdleConnections() {

@@ -32,6 +32,9 @@ type sseReader struct {
 	// time it asked for (0: none), for resuming it (resumeStream).
 	lastID string
 	retry  time.Duration
+	// max, when not 0, bounds an event's data and any one line: past it,
+	// next returns ErrTooLarge without reading further.
+	max int
 }
 
 // next returns the data of the next event, valid until the following call
@@ -47,6 +50,9 @@ func (r *sseReader) next() ([]byte, error) {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = r.br.ReadSlice('\n')
 				r.data = append(r.data, line...)
+				if r.over(len(r.data)) {
+					return nil, ErrTooLarge
+				}
 			}
 			r.data = bytes.TrimRightFunc(r.data, unicode.IsSpace)
 			if err != nil && !errors.Is(err, io.EOF) {
@@ -63,6 +69,9 @@ func (r *sseReader) next() ([]byte, error) {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = r.br.ReadSlice('\n')
 				long = append(long, line...)
+				if r.over(len(long)) {
+					return nil, ErrTooLarge
+				}
 			}
 			line = long
 		}
@@ -91,6 +100,9 @@ func (r *sseReader) next() ([]byte, error) {
 			}
 			r.data = append(r.data, bytes.TrimSpace(value)...)
 			r.has = true
+			if r.over(len(r.data)) {
+				return nil, ErrTooLarge
+			}
 		case "id":
 			r.lastID = string(bytes.TrimSpace(value))
 		case "retry":
@@ -106,6 +118,9 @@ func (r *sseReader) next() ([]byte, error) {
 		}
 	}
 }
+
+// over reports whether n bytes are past the reader's bound.
+func (r *sseReader) over(n int) bool { return r.max > 0 && n > r.max }
 
 // longData starts a data line longer than the reader's buffer, whose
 // first part is chunk: its value, trimmed of leading blanks, is appended
