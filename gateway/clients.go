@@ -65,6 +65,8 @@ type client struct {
 	// so is refused (begin).
 	busy  atomic.Int64
 	ended atomic.Bool
+	// ids are a streamable session's request ids in flight (streamableraw.go).
+	ids sessionIDs
 }
 
 // streamUnit is what an open GET stream adds to busy: a session whose

@@ -69,6 +69,9 @@ type rawRequest struct {
 	ss      *mcp.ServerSession
 	version string
 	caps    *mcp.ClientCapabilities
+	// sink, when not nil, is the call's own HTTP response, to which its
+	// notifications go (origin.sink); set by the front after rawTake.
+	sink *callResponse
 }
 
 // id returns the request's id as the client wrote it.

@@ -72,7 +72,7 @@ func (g *Gateway) forwardRaw(ctx context.Context, r *rawRequest) ([]byte, bool, 
 // reach the client of r's session. input, when not nil, is members added
 // to the params (a retry's answers).
 func (g *Gateway) roundRaw(ctx context.Context, r *rawRequest, rt route, progress any, input []byte) ([]byte, error) {
-	o := &origin{up: rt.up, ctx: ctx, ss: r.ss, caps: r.caps, version: r.version}
+	o := &origin{up: rt.up, ctx: ctx, ss: r.ss, caps: r.caps, version: r.version, sink: r.sink}
 	o.settle = g.flights.sessionLogs(o.ss)
 	g.flights.track(o, progress)
 	uc := upstreamCall{origin: o}
