@@ -420,6 +420,9 @@ func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mc
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
+	if o.sink != nil {
+		return o.sink.createMessage(dctx, p)
+	}
 	return mcpx.CreateMessageWithTools(dctx, o.ss, p)
 }
 
@@ -460,6 +463,9 @@ func (r relay) ListRoots(ctx context.Context, from *upstream.Upstream, p *mcpx.L
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
+	if o.sink != nil {
+		return o.sink.listRoots(dctx, p)
+	}
 	return mcpx.ListRoots(dctx, o.ss, p)
 }
 

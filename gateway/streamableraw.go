@@ -12,7 +12,6 @@ import (
 
 	"github.com/manifold-mcp/manifold/internal/authn"
 	"github.com/manifold-mcp/manifold/internal/envelope"
-	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -37,9 +36,10 @@ import (
 // inside a JSON-RPC batch, which only versions before 2025-06-18 send,
 // are seen by the SDK alone).
 //
-// Server→client requests (sampling, elicitation, roots) cannot travel on
-// a raw call's response yet: a session whose client declared any of those
-// capabilities is served by the SDK path (httpTakes).
+// Server→client requests of a raw call (sampling, roots) are sent on the
+// call's response, and the client's answers diverted back to the relay
+// (streamableask.go); a session whose client declared elicitation is
+// served by the SDK path (httpTakes).
 
 // httpFront is the raw front of one POST of a streamable session.
 type httpFront struct {
@@ -74,6 +74,11 @@ func requestCaller(ctx context.Context) caller {
 type sessionIDs struct {
 	mu  sync.Mutex
 	ids map[string]*idInFlight // by idKey
+	// asks are the gateway's requests to the client on raw calls'
+	// responses, by id, waiting for its answer (streamableask.go); asked
+	// numbers them.
+	asks  map[string]chan []byte
+	asked uint64
 }
 
 // idInFlight is one request id in flight: a raw call's (cancel set) or
@@ -168,6 +173,10 @@ func (g *Gateway) serveSessionPOST(w http.ResponseWriter, r *http.Request, cl *c
 		cl.transport.ServeHTTP(w, r) // the transport answers, or refuses
 		return
 	}
+	if env.IsResponse() && cl.ids.answer(env.ID.In(body), body) {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	if !env.ID.Present() {
 		if bytes.Equal(env.Method.In(body), []byte(`"notifications/cancelled"`)) && cl.ids.cancel(cancelledID(body)) {
 			w.WriteHeader(http.StatusAccepted)
@@ -207,7 +216,7 @@ func (g *Gateway) serveSessionPOST(w http.ResponseWriter, r *http.Request, cl *c
 	}
 	// A deleted or closed session cancels the call, as its SDK calls.
 	done := g.calls.enter(ss, user, cancel)
-	req.sink = &callResponse{w: w}
+	req.sink = &callResponse{w: w, ids: &cl.ids}
 	out := g.serveRaw(ctx, f, req)
 	done()
 	cl.ids.leave(key)
@@ -215,16 +224,11 @@ func (g *Gateway) serveSessionPOST(w http.ResponseWriter, r *http.Request, cl *c
 }
 
 // httpTakes reports whether the raw path may serve calls of ss: not when
-// its client may be asked for sampling, elicitation or roots, which the
-// relay sends through the SDK session on the stream of the call's context
-// and which a raw call's response cannot carry yet.
+// its client may be asked for elicitation, which the gateway does not send
+// on a raw call's response (streamableask.go).
 func httpTakes(ss *mcp.ServerSession) bool {
 	ip := ss.InitializeParams()
-	if ip == nil || ip.Capabilities == nil {
-		return true
-	}
-	c := ip.Capabilities
-	return mcpx.Sampling(c) == nil && c.Elicitation == nil && mcpx.RootsV2(c) == nil && !mcpx.RootsListChanged(c)
+	return ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil
 }
 
 // cancelledID returns the requestId of a notifications/cancelled, nil

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,8 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/fixture"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // httpSession is a streamable HTTP session of a test gateway, spoken as
@@ -226,79 +230,115 @@ func TestHTTPRawCallSwitchesToSSEForProgress(t *testing.T) {
 	}
 }
 
-// TestHTTPRawCallsOfSessionsThatMayBeAskedTakeTheSDKPath: a session whose
-// client declared sampling, elicitation or roots is served by the SDK
-// path, which carries the upstream's requests to it; the others take the
-// raw path.
-func TestHTTPRawCallsOfSessionsThatMayBeAskedTakeTheSDKPath(t *testing.T) {
-	fx := fixture.NewServer(&fixture.Options{Name: "fx", ProtocolVersions: []string{legacyVersion}})
-	gw := newRawGateway(t, nil, nil, rawSpec{name: "fx", server: fx})
-	url := serveHTTPRaw(t, gw)
-	for _, tc := range []struct {
-		caps string
-		raw  bool
-	}{
-		{`{}`, true},
-		{`{"sampling":{}}`, false},
-		{`{"elicitation":{}}`, false},
-		{`{"roots":{"listChanged":true}}`, false},
-		{`{"roots":{}}`, false},
-	} {
-		t.Run(tc.caps, func(t *testing.T) {
-			s := openHTTPSession(t, url, "", tc.caps)
-			before := rawCount(gw)
-			s.call(callLine("1", "fx__test_simple_text", `{}`))
-			if got := rawCount(gw) - before; got != map[bool]int64{true: 1}[tc.raw] {
-				t.Errorf("%d raw calls, want raw %v", got, tc.raw)
+// rootsServer has a tool roots that answers with the URI of the first
+// root its client lists.
+func rootsServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "roots", Version: "v1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{legacyVersion}})
+	srv.AddTool(&mcp.Tool{Name: "roots", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := mcpx.ListRoots(ctx, req.Session, nil)
+			if err != nil {
+				return nil, err
+			}
+			if len(res.Roots) == 0 {
+				return nil, errors.New("no roots")
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Roots[0].URI}}}, nil
+		})
+	return srv
+}
+
+// TestHTTPRawCallAsksItsClientOnItsResponse: a raw call whose upstream
+// asks the client (sampling, roots; a relayed request from an upstream
+// before 2026-07-28, or input_required from a 2026-07-28 one) sends the
+// request as an event of the call's own response, with an id of the
+// gateway's; the client's answer, POSTed, reaches the upstream (202), and
+// the result ends the response. A session whose client declared
+// elicitation takes the SDK path.
+func TestHTTPRawCallAsksItsClientOnItsResponse(t *testing.T) {
+	for _, versions := range [][]string{nil, {legacyVersion}} {
+		t.Run(strings.Join(append([]string{"upstream"}, versions...), " "), func(t *testing.T) {
+			fx := fixture.NewServer(&fixture.Options{Name: "fx", ProtocolVersions: versions})
+			gw := newRawGateway(t, nil, nil, rawSpec{name: "fx", server: fx}, rawSpec{name: "rt", server: rootsServer()})
+			url := serveHTTPRaw(t, gw)
+			s := openHTTPSession(t, url, "", `{"sampling":{},"roots":{"listChanged":true}}`)
+			for _, tc := range []struct{ line, method, answer, want string }{
+				{callLine(`"s"`, "fx__test_sampling", `{"prompt":"Say hi"}`), "sampling/createMessage",
+					`{"role":"assistant","content":{"type":"text","text":"hi there"},"model":"m"}`, "LLM response: hi there"},
+				{callLine(`"r"`, "rt__roots", `{}`), "roots/list", `{"roots":[{"uri":"file:///work"}]}`, "file:///work"},
+			} {
+				before := rawCount(gw)
+				ctype, last := s.ask(tc.line, func(m message) string {
+					if m.Method != tc.method || !strings.HasPrefix(string(m.ID), `"manifold-ask-`) {
+						t.Errorf("request %s, want %s with an id of the gateway's", m.line, tc.method)
+					}
+					return `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + tc.answer + `}`
+				})
+				if ctype != "text/event-stream" {
+					t.Errorf("%s: content type %q, want text/event-stream; last %s", tc.method, ctype, last.line)
+				}
+				if got := firstText(t, last); !strings.Contains(got, tc.want) {
+					t.Errorf("result %q, want %q", got, tc.want)
+				}
+				if got := rawCount(gw) - before; got != 1 {
+					t.Errorf("%d raw calls, want 1", got)
+				}
 			}
 		})
 	}
-	t.Run("sampling reaches the client", func(t *testing.T) {
-		s := openHTTPSession(t, url, "", `{"sampling":{}}`)
-		answered := make(chan struct{})
-		go func() {
-			defer close(answered)
-			// The sampling request travels on the call's own stream; the
-			// client answers it in a POST of its own.
-			req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(callLine(`"s"`, "fx__test_sampling", `{"prompt":"Say hi"}`)))
-			for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-				"Mcp-Session-Id": s.sid, "Mcp-Protocol-Version": legacyVersion} {
-				req.Header.Set(k, v)
+	t.Run("elicitation", func(t *testing.T) {
+		gw := newRawGateway(t, nil, nil, rawSpec{name: "fx", server: fixture.NewServer(&fixture.Options{Name: "fx"})})
+		url := serveHTTPRaw(t, gw)
+		for caps, raw := range map[string]bool{`{}`: true, `{"sampling":{}}`: true, `{"elicitation":{}}`: false} {
+			s := openHTTPSession(t, url, "", caps)
+			before := rawCount(gw)
+			s.call(callLine("1", "fx__test_simple_text", `{}`))
+			if got := rawCount(gw) - before; got != map[bool]int64{true: 1}[raw] {
+				t.Errorf("%s: %d raw calls, want raw %v", caps, got, raw)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			buf := make([]byte, 64<<10)
-			var got string
-			for !strings.Contains(got, `"id":"s"`) {
-				n, err := resp.Body.Read(buf)
-				got += string(buf[:n])
-				if i := strings.Index(got, `"method":"sampling/createMessage"`); i >= 0 {
-					var m message
-					line := got[strings.LastIndex(got[:i], "data: ")+len("data: "):]
-					line = line[:strings.IndexByte(line, '\n')]
-					if err := json.Unmarshal([]byte(line), &m); err != nil {
-						t.Errorf("sampling request %q: %v", line, err)
-						return
-					}
-					if status, _, b := s.post(context.Background(), `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"role":"assistant","content":{"type":"text","text":"hi there"},"model":"m"}}`); status != http.StatusAccepted {
-						t.Errorf("answer: %d %s", status, b)
-					}
-					got = got[i+1:]
-				}
-				if err != nil {
-					break
-				}
-			}
-			if !strings.Contains(got, "LLM response: hi there") {
-				t.Errorf("result %q", got)
-			}
-		}()
-		<-answered
+		}
 	})
+}
+
+// ask posts line, a call whose upstream asks the client once, answers the
+// request met on its event stream with reply(request), POSTed, and returns
+// the content type and the last message of the stream.
+func (s *httpSession) ask(line string, reply func(message) string) (string, message) {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/mcp", strings.NewReader(line))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Session-Id": s.sid, "Mcp-Protocol-Version": legacyVersion} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var last message
+	if ct := resp.Header.Get("Content-Type"); ct == "application/json" {
+		b, _ := io.ReadAll(resp.Body)
+		last.line = string(b)
+		json.Unmarshal(b, &last)
+		return ct, last
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		last = message{line: data}
+		if err := json.Unmarshal([]byte(data), &last); err != nil {
+			s.t.Fatalf("event %q: %v", data, err)
+		}
+		if last.Method != "" && len(last.ID) > 0 {
+			if status, _, b := s.post(context.Background(), reply(last)); status != http.StatusAccepted {
+				s.t.Errorf("answer: %d %s", status, b)
+			}
+		}
+	}
+	return resp.Header.Get("Content-Type"), last
 }
 
 // TestHTTPRawDuplicateIDsAndCancellation: a request reusing the id of a
