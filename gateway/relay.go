@@ -505,14 +505,16 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 	}
 }
 
-// destination is where what belongs to o goes: its HTTP response (sink)
-// or its client's session; nil when neither (no relay possible).
+// destination is whom what belongs to o goes to: its client's session,
+// else (a call without one) its HTTP response (sink); nil when neither (no
+// relay possible). Calls of one session, on either path, have one
+// destination: a server request may go to any of them (flights.resolve).
 func (o *origin) destination() any {
-	if o.sink != nil {
-		return o.sink
-	}
 	if o.ss != nil {
 		return o.ss
+	}
+	if o.sink != nil {
+		return o.sink
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +14,6 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/fixture"
-	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -230,21 +228,18 @@ func TestHTTPRawCallSwitchesToSSEForProgress(t *testing.T) {
 	}
 }
 
-// rootsServer has a tool roots that answers with the URI of the first
-// root its client lists.
-func rootsServer() *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "roots", Version: "v1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{legacyVersion}})
-	srv.AddTool(&mcp.Tool{Name: "roots", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := mcpx.ListRoots(ctx, req.Session, nil)
-			if err != nil {
-				return nil, err
-			}
-			if len(res.Roots) == 0 {
-				return nil, errors.New("no roots")
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Roots[0].URI}}}, nil
-		})
+// blockingAsker is askingServer with a tool block that waits until
+// release is closed.
+func blockingAsker(release <-chan struct{}) *mcp.Server {
+	srv := askingServer()
+	srv.AddTool(&mcp.Tool{Name: "block", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-release:
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
+		}
+	})
 	return srv
 }
 
@@ -259,7 +254,7 @@ func TestHTTPRawCallAsksItsClientOnItsResponse(t *testing.T) {
 	for _, versions := range [][]string{nil, {legacyVersion}} {
 		t.Run(strings.Join(append([]string{"upstream"}, versions...), " "), func(t *testing.T) {
 			fx := fixture.NewServer(&fixture.Options{Name: "fx", ProtocolVersions: versions})
-			gw := newRawGateway(t, nil, nil, rawSpec{name: "fx", server: fx}, rawSpec{name: "rt", server: rootsServer()})
+			gw := newRawGateway(t, nil, nil, rawSpec{name: "fx", server: fx}, rawSpec{name: "rt", server: askingServer()})
 			url := serveHTTPRaw(t, gw)
 			s := openHTTPSession(t, url, "", `{"sampling":{},"roots":{"listChanged":true}}`)
 			for _, tc := range []struct{ line, method, answer, want string }{
@@ -298,6 +293,37 @@ func TestHTTPRawCallAsksItsClientOnItsResponse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHTTPRawCallsOfOneSessionShareItsServerRequests: with two raw calls
+// of one session in flight on a shared upstream, a server request goes to
+// that session (on the oldest call's response), as on the SDK path, rather
+// than being refused as if the calls came from two sessions.
+func TestHTTPRawCallsOfOneSessionShareItsServerRequests(t *testing.T) {
+	release := make(chan struct{})
+	gw := newRawGateway(t, nil, nil, rawSpec{name: "as", server: blockingAsker(release)})
+	s := openHTTPSession(t, serveHTTPRaw(t, gw), "", `{"sampling":{}}`)
+	blocked := make(chan message, 1)
+	go func() {
+		_, last := s.ask(callLine(`"b"`, "as__block", `{}`), func(m message) string {
+			if m.Method != "sampling/createMessage" {
+				t.Errorf("request %s, want sampling", m.line)
+			}
+			return `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"role":"assistant","content":{"type":"text","text":"sampled"},"model":"m"}}`
+		})
+		blocked <- last
+	}()
+	waitFor(t, "the blocking call in flight", func() bool { return countFlights(gw) == 1 })
+	if _, m := s.call(callLine(`"s"`, "as__sample", `{}`)); !strings.Contains(m, `"text":"sampled: sampled"`) {
+		t.Errorf("sample: %s", m)
+	}
+	close(release)
+	if got := firstText(t, <-blocked); got != "released" {
+		t.Errorf("block: %q", got)
+	}
+	if got := rawCount(gw); got != 2 {
+		t.Errorf("%d raw calls, want 2", got)
+	}
 }
 
 // ask posts line, a call whose upstream asks the client once, answers the
