@@ -166,23 +166,21 @@ func (g *Gateway) serveSessionPOST(w http.ResponseWriter, r *http.Request, cl *c
 		http.Error(w, "failed to read body", http.StatusBadRequest)
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	env, err := envelope.Scan(body)
 	ss := cl.ss.Load()
-	if err != nil || ss == nil || len(r.Header.Values("Last-Event-ID")) > 0 {
-		cl.transport.ServeHTTP(w, r) // the transport answers, or refuses
+	switch {
+	case err != nil || ss == nil || len(r.Header.Values("Last-Event-ID")) > 0:
+		toSDK(w, r, cl, body) // the transport answers, or refuses
 		return
-	}
-	if env.IsResponse() && cl.ids.answer(env.ID.In(body), body) {
-		w.WriteHeader(http.StatusAccepted)
+	case env.IsResponse() && cl.ids.answer(env.ID.In(body), body):
+		w.WriteHeader(http.StatusAccepted) // to a request of a raw call's
 		return
-	}
-	if !env.ID.Present() {
+	case !env.ID.Present():
 		if bytes.Equal(env.Method.In(body), []byte(`"notifications/cancelled"`)) && cl.ids.cancel(cancelledID(body)) {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		cl.transport.ServeHTTP(w, r)
+		toSDK(w, r, cl, body)
 		return
 	}
 	f := &httpFront{ss: ss, who: requestCaller(r.Context())}
@@ -191,31 +189,45 @@ func (g *Gateway) serveSessionPOST(w http.ResponseWriter, r *http.Request, cl *c
 		req = g.rawTake(f, body, &env)
 	}
 	key := idKey(env.ID.In(body))
-	if req == nil {
-		if !env.Method.Present() { // a response: the SDK's
-			cl.transport.ServeHTTP(w, r)
-			return
-		}
-		if !cl.ids.enterSDK(key) {
-			duplicateID(w, env.ID.In(body))
-			return
-		}
+	switch {
+	case req != nil:
+		g.serveRawPOST(w, r, cl, f, req, key)
+	case !env.Method.Present(): // a response to the SDK's own request
+		toSDK(w, r, cl, body)
+	case !cl.ids.enterSDK(key):
+		duplicateID(w, env.ID.In(body))
+	default:
 		defer cl.ids.leave(key)
-		cl.transport.ServeHTTP(w, r)
-		return
+		toSDK(w, r, cl, body)
 	}
+}
+
+// toSDK hands r, whose body was read as body, to cl's transport.
+func toSDK(w http.ResponseWriter, r *http.Request, cl *client, body []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	cl.transport.ServeHTTP(w, r)
+}
+
+// serveRawPOST serves req, the call r carries (its id's key is key), on
+// the raw path, under r's context, and answers it on w.
+func (g *Gateway) serveRawPOST(w http.ResponseWriter, r *http.Request, cl *client, f *httpFront, req *rawRequest, key string) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	if !cl.ids.enterRaw(key, cancel) {
 		duplicateID(w, req.id())
 		return
 	}
+	if _, tp := r.Header["Traceparent"]; tp || r.Header["Baggage"] != nil {
+		// The client's trace context, as clientTraceContext takes it on
+		// the SDK path (a raw call has none in _meta).
+		ctx = telemetry.ExtractHTTP(ctx, r.Header)
+	}
 	var user string
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 		user = ti.UserID
 	}
 	// A deleted or closed session cancels the call, as its SDK calls.
-	done := g.calls.enter(ss, user, cancel)
+	done := g.calls.enter(f.ss, user, cancel)
 	req.sink = &callResponse{w: w, ids: &cl.ids}
 	out := g.serveRaw(ctx, f, req)
 	done()
