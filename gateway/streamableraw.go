@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/manifold-mcp/manifold/internal/authn"
 	"github.com/manifold-mcp/manifold/internal/envelope"
@@ -79,6 +80,10 @@ type sessionIDs struct {
 	// numbers them.
 	asks  map[string]chan []byte
 	asked uint64
+	// raw counts the raw calls in flight; idle, when not nil, is closed
+	// when it drops to 0 (waitRaw).
+	raw  int
+	idle chan struct{}
 }
 
 // idInFlight is one request id in flight: a raw call's (cancel set) or
@@ -101,6 +106,7 @@ func (s *sessionIDs) enterRaw(key string, cancel context.CancelCauseFunc) bool {
 		s.ids = map[string]*idInFlight{}
 	}
 	s.ids[key] = &idInFlight{cancel: cancel}
+	s.raw++
 	return true
 }
 
@@ -128,10 +134,42 @@ func (s *sessionIDs) enterSDK(key string) bool {
 func (s *sessionIDs) leave(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.ids[key]; ok {
-		if e.n--; e.n <= 0 {
-			delete(s.ids, key)
+	e, ok := s.ids[key]
+	if !ok {
+		return
+	}
+	if e.n--; e.n <= 0 {
+		delete(s.ids, key)
+	}
+	if e.cancel != nil {
+		if s.raw--; s.raw == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
 		}
+	}
+}
+
+// waitRaw returns when no raw call is in flight, or after timeout. The
+// gateway closes a session only then, as the SDK's Close waits for the
+// SDK path's calls: what the session held (its per-client upstream
+// sessions) is released when it ends, and a cancelled call must first
+// have told its upstream.
+func (s *sessionIDs) waitRaw(timeout time.Duration) {
+	s.mu.Lock()
+	if s.raw == 0 {
+		s.mu.Unlock()
+		return
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
 	}
 }
 
