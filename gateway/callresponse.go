@@ -21,6 +21,9 @@ import (
 // upstream's read loop while the call's goroutine waits, hence the lock;
 // after the result nothing more is written.
 type callResponse struct {
+	// ids, when not nil, is the session's, where ask awaits the client's
+	// answers (streamableask.go).
+	ids  *sessionIDs
 	mu   sync.Mutex
 	w    http.ResponseWriter
 	sse  bool

@@ -65,6 +65,8 @@ type client struct {
 	// so is refused (begin).
 	busy  atomic.Int64
 	ended atomic.Bool
+	// ids are a streamable session's request ids in flight (streamableraw.go).
+	ids sessionIDs
 }
 
 // streamUnit is what an open GET stream adds to busy: a session whose
@@ -338,9 +340,13 @@ func (g *Gateway) endClient(cl *client, cause error) {
 }
 
 // closeSession closes a streamable session, cancelling its requests in
-// flight first: the SDK's Close waits for them (sessioncalls.go).
+// flight first: the SDK's Close waits for them (sessioncalls.go), and
+// the gateway for those of the raw path (within the drain timeout).
 func (g *Gateway) closeSession(ss *mcp.ServerSession, cause error) {
 	g.calls.cancelID(ss.ID(), cause)
+	if v, ok := g.clients.bySession.Load(ss); ok {
+		v.(*client).ids.waitRaw(g.current().cfg.Gateway.Timeouts.Drain)
+	}
 	if err := ss.Close(); err != nil {
 		g.log.Debug("closing a session", zap.Error(err))
 	}

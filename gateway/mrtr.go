@@ -99,7 +99,7 @@ func fulfilRounds[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway
 		if ss == nil {
 			return zero, &jsonrpc.Error{Code: codeUnroutable, Message: "manifold: the upstream asks for input, and this client has no session to ask"}
 		}
-		answers, err := fulfil(ctx, ss, req.ClientCapabilities(), irs)
+		answers, err := fulfil(ctx, ss, nil, req.ClientCapabilities(), irs)
 		if err != nil {
 			return zero, err
 		}
@@ -108,8 +108,9 @@ func fulfilRounds[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway
 }
 
 // fulfil asks the client of ss, in parallel, for each input request of
-// irs, after checking that its capabilities cover them all.
-func fulfil(ctx context.Context, ss *mcp.ServerSession, caps *mcp.ClientCapabilities, irs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+// irs, after checking that its capabilities cover them all; on the
+// response of a raw call (sink) when not nil, else through ss.
+func fulfil(ctx context.Context, ss *mcp.ServerSession, sink *callResponse, caps *mcp.ClientCapabilities, irs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
 	for _, ir := range irs {
 		if !inputCapable(caps, ir) {
 			return nil, &jsonrpc.Error{Code: codeMissingCapability, Message: fmt.Sprintf(
@@ -126,7 +127,13 @@ func fulfil(ctx context.Context, ss *mcp.ServerSession, caps *mcp.ClientCapabili
 	)
 	for id, ir := range irs {
 		wg.Go(func() {
-			a, err := askClient(ctx, ss, ir)
+			var a mcp.InputResponse
+			var err error
+			if sink != nil {
+				a, err = sink.askInput(ctx, ir)
+			} else {
+				a, err = askClient(ctx, ss, ir)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -41,21 +41,28 @@ func TestRawAuditRecordEqualsTheSDKPaths(t *testing.T) {
 					t.Fatalf("%s: %d raw calls, want 1 (raw) then 0 (SDK)", call.name, got)
 				}
 			}
-			recs := sink.records(t)
-			if len(recs) != 2*len(calls) {
-				t.Fatalf("%d records, want %d: %v", len(recs), 2*len(calls), recs)
-			}
-			for i := 0; i < len(recs); i += 2 {
-				raw, sdk := recs[i], recs[i+1]
-				for _, r := range []map[string]any{raw, sdk} {
-					delete(r, "time")
-					delete(r, "duration_ms")
-				}
-				if diff := gocmp.Diff(sdk, raw); diff != "" {
-					t.Errorf("raw record differs from the SDK path's (-sdk +raw):\n%s", diff)
-				}
-			}
+			samePairs(t, sink.records(t), len(calls))
 		})
+	}
+}
+
+// samePairs checks that recs are n pairs of audit records, each of a call
+// on the raw path then the same on the SDK path, and that the records of
+// a pair are equal but for their time.
+func samePairs(t *testing.T, recs []map[string]any, n int) {
+	t.Helper()
+	if len(recs) != 2*n {
+		t.Fatalf("%d records, want %d: %v", len(recs), 2*n, recs)
+	}
+	for i := 0; i < len(recs); i += 2 {
+		raw, sdk := recs[i], recs[i+1]
+		for _, r := range []map[string]any{raw, sdk} {
+			delete(r, "time")
+			delete(r, "duration_ms")
+		}
+		if diff := gocmp.Diff(sdk, raw); diff != "" {
+			t.Errorf("raw record differs from the SDK path's (-sdk +raw):\n%s", diff)
+		}
 	}
 }
 
@@ -76,15 +83,7 @@ func TestRawCallRelaysProgressAndSampling(t *testing.T) {
 			for {
 				m := c.next()
 				if m.Method == "notifications/progress" {
-					var p struct {
-						Token    any     `json:"progressToken"`
-						Progress float64 `json:"progress"`
-					}
-					json.Unmarshal(m.Params, &p)
-					if p.Token != "tok-1" {
-						t.Errorf("progress token %v, want the client's", p.Token)
-					}
-					progress = append(progress, p.Progress)
+					progress = append(progress, clientProgress(t, m))
 					continue
 				}
 				if string(m.ID) == `"p"` {
@@ -117,6 +116,21 @@ func TestRawCallRelaysProgressAndSampling(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clientProgress returns the progress of m, a progress notification,
+// checking that it carries the client's token tok-1.
+func clientProgress(t *testing.T, m message) float64 {
+	t.Helper()
+	var p struct {
+		Token    any     `json:"progressToken"`
+		Progress float64 `json:"progress"`
+	}
+	json.Unmarshal(m.Params, &p)
+	if p.Token != "tok-1" {
+		t.Errorf("progress token %v, want the client's", p.Token)
+	}
+	return p.Progress
 }
 
 // blockingServer has a tool block that waits until its call is cancelled

@@ -19,7 +19,7 @@ import (
 // The raw path of the call pipeline (docs/architecture.md, Pipeline): a
 // tools/call, prompts/get or resources/read whose envelope is simple runs
 // the stages of pipeline.go on the message's bytes, never decoding its
-// payload into SDK types. A front (stdio.go; the HTTP front next) peeks
+// payload into SDK types. A front (stdioraw.go, streamableraw.go) peeks
 // each client message with envelope.Scan, asks rawTake whether the raw
 // path serves it, and if so hands it to serveRaw; everything else goes to
 // the SDK (the slow path) as before. The stages are the slow path's own:

@@ -60,7 +60,7 @@ func (g *Gateway) forwardRaw(ctx context.Context, r *rawRequest) ([]byte, bool, 
 			return nil, false, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
 				"manifold: upstream %q still asks for input after %d rounds", rt.up.Name(), round)}
 		}
-		answers, err := fulfil(ctx, r.ss, r.caps, irs)
+		answers, err := fulfil(ctx, r.ss, r.sink, r.caps, irs)
 		if err != nil {
 			return nil, false, err
 		}

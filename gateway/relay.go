@@ -416,6 +416,9 @@ func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mc
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
+	if o.sink != nil {
+		return o.sink.createMessage(dctx, p)
+	}
 	return mcpx.CreateMessageWithTools(dctx, o.ss, p)
 }
 
@@ -456,6 +459,9 @@ func (r relay) ListRoots(ctx context.Context, from *upstream.Upstream, p *mcpx.L
 	}
 	dctx, stop := link(o.ctx, ctx)
 	defer stop()
+	if o.sink != nil {
+		return o.sink.listRoots(dctx, p)
+	}
 	return mcpx.ListRoots(dctx, o.ss, p)
 }
 
@@ -495,14 +501,16 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 	}
 }
 
-// destination is where what belongs to o goes: its HTTP response (sink)
-// or its client's session; nil when neither (no relay possible).
+// destination is whom what belongs to o goes to: its client's session,
+// else (a call without one) its HTTP response (sink); nil when neither (no
+// relay possible). Calls of one session, on either path, have one
+// destination: a server request may go to any of them (flights.resolve).
 func (o *origin) destination() any {
-	if o.sink != nil {
-		return o.sink
-	}
 	if o.ss != nil {
 		return o.ss
+	}
+	if o.sink != nil {
+		return o.sink
 	}
 	return nil
 }

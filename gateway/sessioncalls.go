@@ -55,34 +55,46 @@ func (c *sessionCalls) track(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
-		id := ss.ID()
-		if id == "" {
+		if ss.ID() == "" {
 			return next(ctx, method, req)
 		}
-		v, ok := c.m.Load(id)
-		if !ok {
-			var loaded bool
-			v, loaded = c.m.LoadOrStore(id, &sessionInflight{calls: map[*sessionCall]struct{}{}})
-			if !loaded && c.watch != nil {
-				c.watch(ss)
-			}
-		}
-		in := v.(*sessionInflight)
 		ctx, cancel := context.WithCancelCause(ctx)
-		call := &sessionCall{cancel: cancel}
+		var user string
 		if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
-			call.user = extra.TokenInfo.UserID
+			user = extra.TokenInfo.UserID
 		}
-		in.mu.Lock()
-		in.calls[call] = struct{}{}
-		in.mu.Unlock()
+		done := c.enter(ss, user, cancel)
 		defer func() {
-			in.mu.Lock()
-			delete(in.calls, call)
-			in.mu.Unlock()
+			done()
 			cancel(nil)
 		}()
 		return next(ctx, method, req)
+	}
+}
+
+// enter records a request of ss (which has an ID) in flight, made by the
+// authenticated user (sessionOwner; "" without auth) and cancelled by
+// cancel; the returned function forgets it. The raw path (streamableraw.go)
+// records its calls here too.
+func (c *sessionCalls) enter(ss *mcp.ServerSession, user string, cancel context.CancelCauseFunc) func() {
+	id := ss.ID()
+	v, ok := c.m.Load(id)
+	if !ok {
+		var loaded bool
+		v, loaded = c.m.LoadOrStore(id, &sessionInflight{calls: map[*sessionCall]struct{}{}})
+		if !loaded && c.watch != nil {
+			c.watch(ss)
+		}
+	}
+	in := v.(*sessionInflight)
+	call := &sessionCall{cancel: cancel, user: user}
+	in.mu.Lock()
+	in.calls[call] = struct{}{}
+	in.mu.Unlock()
+	return func() {
+		in.mu.Lock()
+		delete(in.calls, call)
+		in.mu.Unlock()
 	}
 }
 

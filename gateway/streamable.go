@@ -129,7 +129,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("JSON-RPC batching is not supported in %s and later (request version: %s)", firstWithoutBatches, v), http.StatusBadRequest)
 		return
 	}
-	cl.transport.ServeHTTP(w, r)
+	g.serveSessionPOST(w, r, cl)
 }
 
 // serveGET serves a session's stream of messages outside requests; the

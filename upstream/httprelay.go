@@ -194,18 +194,20 @@ func unmarshalParams(params json.RawMessage, p any) error {
 }
 
 // notifyCancelled tells the upstream that raw call n was abandoned, off
-// the caller's path; Close waits for it.
+// the caller's path; Close waits for it. The POST outlives the closing of
+// the connection (within cancelTimeout): a call is often abandoned because
+// its client's session ended, which closes that session's per-client
+// upstream right after, and the upstream must still hear of it (its
+// session's DELETE does not cancel the calls in flight).
 func (h *httpRaw) notifyCancelled(n uint64, cause error) {
 	h.group.Go(func(ctx context.Context) {
+		ctx = context.WithoutCancel(ctx)
 		msg := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`)
 		msg = appendRawID(msg, n)
 		msg = append(msg, `,"reason":`...)
 		msg = envelope.AppendString(msg, cause.Error())
 		msg = append(msg, "}}"...)
-		// Not cut short by the connection's close: a call abandoned as the
-		// gateway stops must still be stopped upstream (post bounds it, and
-		// Close waits for it).
-		if err := h.post(context.WithoutCancel(ctx), msg, "notifications/cancelled"); err != nil {
+		if err := h.post(ctx, msg, "notifications/cancelled"); err != nil {
 			h.u.log.Debug("notifying a cancelled raw call", zap.Error(redact.Error(err)))
 		}
 	})
