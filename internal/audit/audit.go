@@ -328,10 +328,11 @@ func (l *Log) run() {
 			l.closeFile()
 			return
 		}
+		before := batch.Len()
 		if l.encode(enc, rec) {
 			pending++
+			l.ring.addLine(batch.Bytes()[before:])
 		}
-		l.ring.Add(rec)
 		if len(l.queue) == 0 || batch.Len() >= flushBytes {
 			l.flush(&batch, pending)
 			pending = 0
