@@ -42,7 +42,7 @@ import (
 // The raw path (rawcall.go) runs the same stages on a call's bytes, for
 // the simple tools/call, prompts/get and resources/read a front hands it
 // (rawTake says which; docs/architecture.md, The pipeline: two paths):
-// observe in serveRaw, authenticate, resolve, policy and upstream session
+// observe in serveAnswer, authenticate, resolve, policy and upstream session
 // as here (rawStages), forward and rewrite as byte-level twins
 // (rawforward.go, rawrewrite.go). Everything else takes this path, the
 // SDK's.

@@ -21,7 +21,7 @@ import (
 // the stages of pipeline.go on the message's bytes, never decoding its
 // payload into SDK types. A front (stdioraw.go, streamableraw.go) peeks
 // each client message with envelope.Scan, asks rawTake whether the raw
-// path serves it, and if so hands it to serveRaw; everything else goes to
+// path serves it, and if so hands it to serveAnswer; everything else goes to
 // the SDK (the slow path) as before. The stages are the slow path's own:
 // authenticate, resolve, permit and upstreamSession run unchanged on call;
 // forward and rewrite have byte-level twins (rawforward.go,

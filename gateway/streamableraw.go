@@ -22,7 +22,7 @@ import (
 
 // The raw path's front on streamable HTTP sessions (docs/architecture.md,
 // Two paths): each POST of an existing session is read once and peeked
-// with envelope.Scan. A call rawTake takes is served by serveRaw in the
+// with envelope.Scan. A call rawTake takes is served by serveAnswer in the
 // POST's own handler, under the request's context (a client that goes
 // away cancels it), and answered on the POST: application/json, or SSE
 // from the first notification of the call on (callResponse, the origin's
