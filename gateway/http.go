@@ -57,6 +57,13 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(prmPath, g.protectedResource)
 	mux.HandleFunc(prmPath+"/", g.protectedResource)
 	mux.Handle("/mcp", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// A drain waits for the POST itself, not only for its method
+			// handler: the transport writes the answer after the handler
+			// returns, and closing the session before would cut it.
+			g.inflight.Add()
+			defer g.inflight.Done()
+		}
 		if mcpx.Stateless(r.Header.Get("Mcp-Protocol-Version")) {
 			g.serveStateless(w, r, stateless)
 			return

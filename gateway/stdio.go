@@ -40,7 +40,14 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	defer front.close()
 	pr, pw := io.Pipe()
 	defer pr.Close()
-	go func() { pw.CloseWithError(g.filterLines(r, pw, out, max, front)) }()
+	go func() {
+		err := g.filterLines(r, pw, out, max, front)
+		// The client's input has ended: its raw calls are cancelled (and
+		// their upstreams told) before the SDK session sees the end, which
+		// closes the session's per-client upstream sessions.
+		front.close()
+		pw.CloseWithError(err)
+	}()
 
 	t := &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: max + 1}
 	// The session's handlers run in this context: it names the principal.

@@ -544,6 +544,9 @@ func (h *httpRaw) readStream(ctx context.Context, body io.Reader, n uint64) ([]b
 			}
 			return nil, nil, err
 		}
+		if len(bytes.TrimSpace(data)) == 0 {
+			continue // a priming event (SEP-1699): no message
+		}
 		ours, result, rpcErr, msg, err := answer(data, n)
 		if len(data) > h.u.opts.MaxMessageBytes {
 			// Within the event's bound (limitTransport allows the SSE
