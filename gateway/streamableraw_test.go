@@ -150,6 +150,20 @@ func TestHTTPRawPathServesSimpleCallsOfSessions(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a 2026-07-28 request on a session", func(t *testing.T) {
+		// The SDK refuses that version on a session; the raw path, which
+		// takes 2026-07-28 calls elsewhere, leaves it to the SDK.
+		line := `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"rec__a","arguments":{},` + statelessMeta + `}}`
+		before := rawCount(gw)
+		status, _, body := s.post(context.Background(), line)
+		if got := rawCount(gw) - before; got != 0 {
+			t.Errorf("%d raw calls, want 0", got)
+		}
+		sdkStatus, _, sdkBody := s.post(context.Background(), sdkLine(line))
+		if status != sdkStatus || status == http.StatusOK || body != sdkBody {
+			t.Errorf("answer %d %s\nthe SDK path's %d %s", status, body, sdkStatus, sdkBody)
+		}
+	})
 	t.Run("not a hot method", func(t *testing.T) {
 		before := rawCount(gw)
 		if _, m := s.call(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`); !strings.Contains(m, "rec__a") {
