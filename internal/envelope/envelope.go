@@ -140,8 +140,11 @@ func (s *scanner) end() error {
 	return nil
 }
 
-// top reads the message's object.
-func (s *scanner) top(e *Envelope) error {
+// members reads an object whose value starts at s.i, member by member:
+// for each, value reads its value (s.i at its start) given the index of
+// its key in names, or -1 for another key. A key among names that is
+// escaped, non-ASCII or case-variant, or duplicated, is not simple.
+func (s *scanner) members(names []string, value func(k int) error) error {
 	empty, err := s.open()
 	if err != nil || empty {
 		return err
@@ -152,7 +155,7 @@ func (s *scanner) top(e *Envelope) error {
 		if err != nil {
 			return err
 		}
-		k, err := lookup(m, topNames)
+		k, err := lookup(m, names)
 		if err != nil {
 			return err
 		}
@@ -162,7 +165,21 @@ func (s *scanner) top(e *Envelope) error {
 			}
 			seen |= 1 << k
 		}
+		if err := value(k); err != nil {
+			return err
+		}
+		if more, err := s.next(); err != nil || !more {
+			return err
+		}
+	}
+}
+
+// top reads the message's object.
+func (s *scanner) top(e *Envelope) error {
+	spans := [...]*Span{&e.JSONRPC, &e.ID, &e.Method, &e.Params, &e.Result, &e.Error}
+	return s.members(topNames, func(k int) error {
 		start := s.i
+		var err error
 		switch k {
 		case 0, 2: // jsonrpc, method
 			err = s.text()
@@ -179,53 +196,19 @@ func (s *scanner) top(e *Envelope) error {
 			}
 			err = s.skip(1)
 		}
-		if err != nil {
-			return err
+		if err == nil && k >= 0 {
+			*spans[k] = Span{start, s.i}
 		}
-		sp := Span{start, s.i}
-		switch k {
-		case 0:
-			e.JSONRPC = sp
-		case 1:
-			e.ID = sp
-		case 2:
-			e.Method = sp
-		case 3:
-			e.Params = sp
-		case 4:
-			e.Result = sp
-		case 5:
-			e.Error = sp
-		}
-		if more, err := s.next(); err != nil || !more {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 // params reads the params object.
 func (s *scanner) params(e *Envelope) error {
-	empty, err := s.open()
-	if err != nil || empty {
-		return err
-	}
-	var seen uint
-	for {
-		m, err := s.key()
-		if err != nil {
-			return err
-		}
-		k, err := lookup(m, paramsNames)
-		if err != nil {
-			return err
-		}
-		if k >= 0 {
-			if seen&(1<<k) != 0 {
-				return errDuplicate
-			}
-			seen |= 1 << k
-		}
+	spans := [...]*Span{&e.Name, &e.URI, &e.Arguments, &e.Meta}
+	return s.members(paramsNames, func(k int) error {
 		start := s.i
+		var err error
 		switch k {
 		case 0, 1: // name, uri
 			err = s.text()
@@ -243,80 +226,38 @@ func (s *scanner) params(e *Envelope) error {
 			e.ParamsOther++
 			err = s.skip(2)
 		}
-		if err != nil {
-			return err
+		if err == nil && k >= 0 {
+			*spans[k] = Span{start, s.i}
 		}
-		sp := Span{start, s.i}
-		switch k {
-		case 0:
-			e.Name = sp
-		case 1:
-			e.URI = sp
-		case 2:
-			e.Arguments = sp
-		case 3:
-			e.Meta = sp
-		}
-		if more, err := s.next(); err != nil || !more {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 // meta reads params._meta.
 func (s *scanner) meta(e *Envelope) error {
-	empty, err := s.open()
-	if err != nil || empty {
-		return err
-	}
-	var seen uint
-	for {
-		m, err := s.key()
-		if err != nil {
-			return err
-		}
-		k, err := lookup(m, metaNames)
-		if err != nil {
-			return err
-		}
-		if k >= 0 {
-			if seen&(1<<k) != 0 {
-				return errDuplicate
-			}
-			seen |= 1 << k
-		}
+	spans := [...]*Span{&e.ProgressToken, &e.ProtocolVersion, &e.ClientCapabilities, &e.ClientInfo, &e.LogLevel}
+	return s.members(metaNames, func(k int) error {
 		start := s.i
+		var err error
 		switch k {
 		case 0: // progressToken
 			err = s.idValue()
-			e.ProgressToken = Span{start, s.i}
-		case 1: // protocolVersion
+		case 1, 4: // protocolVersion, logLevel
 			err = s.text()
-			e.ProtocolVersion = Span{start, s.i}
 		case 2, 3: // clientCapabilities, clientInfo
 			if s.b[s.i] != '{' {
 				return s.typeError(3)
 			}
 			err = s.skip(3)
-			if k == 2 {
-				e.ClientCapabilities = Span{start, s.i}
-			} else {
-				e.ClientInfo = Span{start, s.i}
-			}
-		case 4: // logLevel
-			err = s.text()
-			e.LogLevel = Span{start, s.i}
 		default:
 			e.MetaOther++
 			err = s.skip(3)
 		}
-		if err != nil {
-			return err
+		if err == nil && k >= 0 {
+			*spans[k] = Span{start, s.i}
 		}
-		if more, err := s.next(); err != nil || !more {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 // text reads a routing string: valid UTF-8, every escaped surrogate paired.
