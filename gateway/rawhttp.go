@@ -115,7 +115,13 @@ func errorStatus(res []byte) int {
 // jsonBody reports whether the request's Content-Type is application/json,
 // as the SDK requires of a POST.
 func jsonBody(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	// The media type as the SDK reads it (mime.ParseMediaType); without
+	// parameters, as most clients send it, without its allocations.
+	ct := h.Get("Content-Type")
+	if !strings.Contains(ct, ";") {
+		return strings.EqualFold(strings.TrimSpace(ct), "application/json")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
 }
 
