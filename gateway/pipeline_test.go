@@ -94,32 +94,9 @@ func TestReloadMidCallAuditsUnderTheDecidingSnapshot(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 	})
-	// Version 1: the local principal is in group dev, which a named rule
-	// allows the tool; version 2 moves it to group ops.
-	version := func(c *config.Config, groups string, hash string) {
-		c.Source, c.Hash = "pipeline.yaml", hash
-		c.Auth.Local.Name = "local"
-		c.Auth.Local.Groups = []string{groups}
-		c.Policy = &config.Policy{Default: config.Deny, Rules: []config.Rule{
-			{Name: "dev-slow", Effect: config.Allow, Match: config.Match{Tools: []string{"alpha__slow"}}, Principals: []string{"group:dev"}},
-		}}
-	}
-	var base *config.Config
-	next := make(chan *config.Config, 1)
-	load := func() (*config.Config, error) {
-		select {
-		case c := <-next:
-			return c, nil
-		default:
-			return base, nil
-		}
-	}
+	rc := &reloadingConfig{tool: "alpha__slow", rule: "dev-slow"}
 	sink := newAuditSink(t, config.ArgumentsFull)
-	h := newHarnessOpts(t, &Options{Audit: sink.log, LoadConfig: load}, func(c *config.Config) {
-		version(c, "dev", "sha256:1")
-		cp := *c
-		base = &cp
-	}, upstreamSpec{name: "alpha", server: srv})
+	h := newHarnessOpts(t, &Options{Audit: sink.log, LoadConfig: rc.load}, rc.first, upstreamSpec{name: "alpha", server: srv})
 
 	done := make(chan error, 1)
 	go func() {
@@ -131,9 +108,7 @@ func TestReloadMidCallAuditsUnderTheDecidingSnapshot(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call never reached the upstream")
 	}
-	v2 := *base
-	version(&v2, "ops", "sha256:2")
-	next <- &v2
+	rc.moveToOps()
 	if res, err := h.gw.Reload(context.Background(), TriggerSignal); err != nil || res.Result != ReloadApplied {
 		t.Fatalf("Reload: %+v, %v", res, err)
 	}
@@ -201,5 +176,49 @@ func TestRawPipelineStagesInOrder(t *testing.T) {
 			t.Errorf("stage %s is not called in order: calls %v", stage, called)
 		}
 		at = i
+	}
+}
+
+// reloadingConfig is the config of the reload-mid-call tests, in two
+// versions: in the first, the local principal is in group dev, which a
+// rule allows tool; moveToOps makes the next load the second, where
+// it is in group ops.
+type reloadingConfig struct {
+	tool, rule string
+	base       *config.Config
+	next       chan *config.Config
+}
+
+func (rc *reloadingConfig) version(c *config.Config, group, hash string) {
+	c.Source, c.Hash = "pipeline.yaml", hash
+	c.Auth.Local.Name = "local"
+	c.Auth.Local.Groups = []string{group}
+	c.Policy = &config.Policy{Default: config.Deny, Rules: []config.Rule{
+		{Name: rc.rule, Effect: config.Allow, Match: config.Match{Tools: []string{rc.tool}}, Principals: []string{"group:dev"}},
+	}}
+}
+
+// first edits c into the first version, and keeps it for the loads.
+func (rc *reloadingConfig) first(c *config.Config) {
+	rc.version(c, "dev", "sha256:1")
+	cp := *c
+	rc.base = &cp
+	rc.next = make(chan *config.Config, 1)
+}
+
+// moveToOps makes the next load return the second version.
+func (rc *reloadingConfig) moveToOps() {
+	v2 := *rc.base
+	rc.version(&v2, "ops", "sha256:2")
+	rc.next <- &v2
+}
+
+// load is the gateway's LoadConfig.
+func (rc *reloadingConfig) load() (*config.Config, error) {
+	select {
+	case c := <-rc.next:
+		return c, nil
+	default:
+		return rc.base, nil
 	}
 }

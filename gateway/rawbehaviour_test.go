@@ -227,38 +227,15 @@ func TestRawCallCancellationAndDuplicateIDs(t *testing.T) {
 // TestReloadMidCallAuditsUnderTheDecidingSnapshot on the raw path.
 func TestRawReloadMidCallAuditsUnderTheDecidingSnapshot(t *testing.T) {
 	blk := newBlockingServer()
-	version := func(c *config.Config, groups string, hash string) {
-		c.Source, c.Hash = "pipeline.yaml", hash
-		c.Auth.Local.Name = "local"
-		c.Auth.Local.Groups = []string{groups}
-		c.Policy = &config.Policy{Default: config.Deny, Rules: []config.Rule{
-			{Name: "dev-block", Effect: config.Allow, Match: config.Match{Tools: []string{"blk__block"}}, Principals: []string{"group:dev"}},
-		}}
-	}
-	var base *config.Config
-	next := make(chan *config.Config, 1)
-	load := func() (*config.Config, error) {
-		select {
-		case c := <-next:
-			return c, nil
-		default:
-			return base, nil
-		}
-	}
+	rc := &reloadingConfig{tool: "blk__block", rule: "dev-block"}
 	sink := newAuditSink(t, config.ArgumentsFull)
-	gw := newRawGateway(t, &Options{Audit: sink.log, LoadConfig: load}, func(c *config.Config) {
-		version(c, "dev", "sha256:1")
-		cp := *c
-		base = &cp
-	}, rawSpec{name: "blk", server: blk.Server})
+	gw := newRawGateway(t, &Options{Audit: sink.log, LoadConfig: rc.load}, rc.first, rawSpec{name: "blk", server: blk.Server})
 	c := serveStdioLines(t, gw, legacyVersion, `{}`)
 
 	before := rawCount(gw)
 	c.send(callLine("1", "blk__block", `{}`))
 	waitEntered(t, blk)
-	v2 := *base
-	version(&v2, "ops", "sha256:2")
-	next <- &v2
+	rc.moveToOps()
 	if res, err := gw.Reload(context.Background(), TriggerSignal); err != nil || res.Result != ReloadApplied {
 		t.Fatalf("Reload: %+v, %v", res, err)
 	}
