@@ -36,9 +36,10 @@ func (e *Envelope) walkMeta(msg []byte, ed *Edit, emit func(s string, b []byte))
 				value := s.i
 				_ = s.skip(3)
 				switch {
-				case ed.MetaDrop != "" && hasPrefix(m.key, ed.MetaDrop):
 				case ed.ProgressToken != nil && value == e.ProgressToken.Start:
+					// Replaced, whatever MetaDrop says of its key.
 					member(msg[start:value], ed.ProgressToken)
+				case ed.MetaDrop != "" && hasPrefix(m.key, ed.MetaDrop):
 				default:
 					member(msg[start:s.i])
 				}

@@ -19,8 +19,8 @@ type Edit struct {
 	// raw JSON, a string or a number.
 	ProgressToken []byte
 	// MetaDrop, when not empty, leaves out of params._meta every member
-	// whose key starts with it: the per-hop members a gateway must not
-	// pass on.
+	// whose key starts with it (but a progress token ProgressToken
+	// replaces): the per-hop members a gateway must not pass on.
 	MetaDrop string
 	// MetaAdd, when not empty, is appended to params._meta: raw JSON
 	// members ("k":v, joined by commas), which the caller keeps apart from
