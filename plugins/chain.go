@@ -77,9 +77,9 @@ type Target struct {
 	// Server is the upstream's name; Name the tool or prompt name or URI
 	// as the client knows it, Upstream as the upstream does.
 	Server, Name, Upstream string
-	Principal             *policy.Principal
-	SessionID             string
-	Traceparent           string
+	Principal              *policy.Principal
+	SessionID              string
+	Traceparent            string
 }
 
 // matches reports whether e covers t.

@@ -52,8 +52,8 @@ type instance struct {
 	log  *zap.Logger
 	max  int64
 
-	cfg  atomic.Pointer[config.Plugin] // the config in force (Configure sent)
-	cur  atomic.Pointer[conn]          // nil while down
+	cfg atomic.Pointer[config.Plugin] // the config in force (Configure sent)
+	cur atomic.Pointer[conn]          // nil while down
 	// state for Status.
 	mu       sync.Mutex
 	lastErr  string
@@ -62,8 +62,8 @@ type instance struct {
 
 	onUp      func() // called when a process comes up (list_post caches)
 	onRestart func() // counts restarts
-	stop    chan struct{}
-	stopped chan struct{}
+	stop      chan struct{}
+	stopped   chan struct{}
 	// first is closed when the first start has succeeded or failed.
 	first chan struct{}
 	once  sync.Once
