@@ -83,9 +83,9 @@ func (in *instance) supervise() {
 	delay := backoffInitial
 	for {
 		c, err := in.start()
-		in.once.Do(func() { close(in.first) })
 		if err != nil {
 			in.setErr(err)
+			in.once.Do(func() { close(in.first) })
 			in.log.Error("plugin failed to start", zap.Error(err))
 		} else {
 			began := time.Now()
@@ -93,6 +93,7 @@ func (in *instance) supervise() {
 			in.lastErr, in.started = "", began
 			in.mu.Unlock()
 			in.cur.Store(c)
+			in.once.Do(func() { close(in.first) })
 			if in.onUp != nil {
 				in.onUp()
 			}
