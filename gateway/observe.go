@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"github.com/manifold-mcp/manifold/plugins"
 	"maps"
 	"net/http"
 	"slices"
@@ -69,6 +70,8 @@ type exchange struct {
 	rounds    int
 	callStart time.Time
 	interim   bool
+	// plugins are what the hook plugins decided on the call (plugins.go).
+	plugins []plugins.Decision
 }
 
 type exchangeKey struct{}
@@ -215,6 +218,9 @@ func (g *Gateway) auditRecord(ctx context.Context, ss *mcp.ServerSession, x *exc
 		Time: start, Duration: d, Method: f.method, Name: f.name,
 		Server: x.server, UpstreamName: x.upstreamName, Rounds: max(1, x.rounds),
 		ProtocolVersion: f.version, Arguments: f.args,
+	}
+	if len(x.plugins) > 0 {
+		rec.Plugins = x.plugins
 	}
 	if ss != nil {
 		rec.SessionID = ss.ID()
