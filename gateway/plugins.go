@@ -292,7 +292,6 @@ func (g *Gateway) logPluginStatus() {
 	}
 }
 
-
 // sessionID returns the downstream session id of req, "" without one.
 func sessionID(req callerRequest) string {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
