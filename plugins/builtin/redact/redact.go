@@ -1,0 +1,365 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"sort"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/manifold-mcp/manifold/internal/envelope"
+)
+
+// ErrSyntax is returned by JSON for input that is not one JSON value.
+var ErrSyntax = errors.New("redact: malformed JSON")
+
+// Counts maps a kind (`email`, `github_token`, a custom name) to how many
+// values of that kind were replaced. It never holds the values.
+type Counts map[string]int
+
+// Redactor finds secrets and personal data in JSON documents and replaces
+// each with `[REDACTED:<kind>]`. It is immutable after New and safe for
+// concurrent use.
+type Redactor struct {
+	enabled   [numBuiltin]bool
+	custom    []customDetector
+	kinds     []string // kind index → name: the built-ins, then custom
+	markers   [][]byte // kind index → its marker
+	arguments bool
+	// starts marks the bytes at which a word-start detector may begin
+	// (see scanWords); a byte with no mark costs one table lookup.
+	starts [256]uint8
+}
+
+// customDetector is one `custom:` pattern.
+type customDetector struct {
+	re     *regexp.Regexp
+	prefix []byte // the pattern's literal prefix: a cheap test before the regexp runs
+	kind   int
+}
+
+// markerOpen starts every marker; text inside a marker is never redacted
+// again, which keeps JSON idempotent.
+const markerOpen = "[REDACTED:"
+
+// Arguments reports whether the config asks to redact tool arguments too
+// (`arguments: true`); results, prompt messages and resource text are
+// always redacted.
+func (r *Redactor) Arguments() bool { return r.arguments }
+
+// Kinds returns the names of the kinds r finds, built-in then custom.
+func (r *Redactor) Kinds() []string {
+	var names []string
+	for k, on := range r.enabled {
+		if on {
+			names = append(names, builtinKinds[k])
+		}
+	}
+	return append(names, r.kinds[numBuiltin:]...)
+}
+
+// scratch holds the per-call buffers, reused through a pool so that a
+// document with nothing to redact allocates nothing.
+type scratch struct {
+	text    []byte  // a string value, decoded
+	matches []match // findings in text
+	edited  []byte  // text with its findings replaced
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// JSON returns raw with every string value (not object keys) redacted, at
+// any depth: a tools/call result, a prompts/get result, a resources/read
+// result or tool arguments alike. Escapes are decoded before detection, and
+// a string that changed is re-encoded, so out is valid JSON; every other
+// byte of raw is kept as it was. When nothing is found out is raw itself
+// and n is nil. Input that is not one JSON value is ErrSyntax. JSON is
+// idempotent: text inside a marker is not looked at again.
+func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
+	if err := validate(raw); err != nil {
+		return nil, nil, err
+	}
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	copied := 0 // raw[:copied] is in out
+	for i := 0; i < len(raw); {
+		q := bytes.IndexByte(raw[i:], '"')
+		if q < 0 {
+			break
+		}
+		start := i + q
+		end, escaped := stringEnd(raw, start)
+		i = end
+		if isKey(raw, end) {
+			continue
+		}
+		inner := raw[start+1 : end-1]
+		text := inner
+		if escaped {
+			sc.text = unescape(sc.text[:0], inner)
+			text = sc.text
+		}
+		edited, found := r.redactText(sc, text, &n)
+		if !found {
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(raw)+len(raw)/8)
+		}
+		out = append(out, raw[copied:start]...)
+		out = envelope.AppendString(out, string(edited))
+		copied = end
+	}
+	if out == nil {
+		return raw, nil, nil
+	}
+	return append(out, raw[copied:]...), n, nil
+}
+
+// validate reports whether raw is one JSON value. The envelope scanner is
+// the fast check; it declines only documents nested deeper than its limit,
+// which encoding/json then decides.
+func validate(raw []byte) error {
+	err := envelope.Validate(raw)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, envelope.ErrNotSimple) && json.Valid(raw):
+		return nil
+	}
+	return ErrSyntax
+}
+
+// stringEnd returns the index just past the string token that opens at
+// raw[start] (a valid document's) and whether it holds an escape.
+func stringEnd(raw []byte, start int) (end int, escaped bool) {
+	i := start + 1
+	for {
+		j := bytes.IndexAny(raw[i:], `"\`)
+		if j < 0 {
+			return len(raw), escaped // unreachable for validated input
+		}
+		i += j
+		if raw[i] == '"' {
+			return i + 1, escaped
+		}
+		escaped = true
+		i += 2
+	}
+}
+
+// isKey reports whether the string token ending at raw[end] is an object
+// key: the next byte past blanks is a colon.
+func isKey(raw []byte, end int) bool {
+	for ; end < len(raw); end++ {
+		switch raw[end] {
+		case ' ', '\t', '\n', '\r':
+		case ':':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// unescape appends the decoded value of a validated string token's inner
+// bytes to dst. An unpaired surrogate escape becomes U+FFFD, as
+// encoding/json decodes it.
+func unescape(dst, in []byte) []byte {
+	for len(in) > 0 {
+		b := bytes.IndexByte(in, '\\')
+		if b < 0 {
+			return append(dst, in...)
+		}
+		dst = append(dst, in[:b]...)
+		in = in[b:]
+		if in[1] != 'u' {
+			dst = append(dst, simpleEscapes[in[1]])
+			in = in[2:]
+			continue
+		}
+		r := hexRune(in[2:6])
+		in = in[6:]
+		if 0xD800 <= r && r < 0xDC00 && len(in) >= 6 && in[0] == '\\' && in[1] == 'u' {
+			if lo := hexRune(in[2:6]); 0xDC00 <= lo && lo < 0xE000 {
+				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+				in = in[6:]
+			}
+		}
+		if 0xD800 <= r && r < 0xE000 {
+			r = utf8.RuneError
+		}
+		dst = utf8.AppendRune(dst, r)
+	}
+	return dst
+}
+
+var simpleEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+func hexRune(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// match is one finding: text[start:end] is of kind kind.
+type match struct {
+	start, end, kind int
+}
+
+// maxRounds bounds how often redactText looks again at text it changed: a
+// replacement can give a neighbour the boundary it lacked (a marker ends
+// with `]`, where the original text ended with a letter).
+const maxRounds = 8
+
+// redactText returns text with its findings replaced (in sc.edited) and
+// whether there were any, adding them to *n.
+func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool) {
+	found := false
+	for range maxRounds {
+		sc.matches = r.find(sc.matches[:0], text)
+		if len(sc.matches) == 0 {
+			break
+		}
+		if *n == nil {
+			*n = Counts{}
+		}
+		// text may be sc.edited from the previous round: build the next
+		// one in a fresh slice and keep the old array for the round after.
+		next := make([]byte, 0, len(text)+32*len(sc.matches))
+		at := 0
+		for _, m := range sc.matches {
+			next = append(next, text[at:m.start]...)
+			next = append(next, r.markers[m.kind]...)
+			(*n)[r.kinds[m.kind]]++
+			at = m.end
+		}
+		text = append(next, text[at:]...)
+		found = true
+	}
+	return text, found
+}
+
+// find appends to ms the findings in text, sorted and without overlaps: a
+// finding inside another is dropped; of two that overlap in part the kind
+// listed first wins.
+func (r *Redactor) find(ms []match, text []byte) []match {
+	ms = r.scanWords(ms, text)
+	ms = r.scanSymbols(ms, text)
+	for i := range r.custom {
+		ms = r.custom[i].find(ms, text)
+	}
+	if len(ms) == 0 {
+		return ms
+	}
+	ms = dropInMarkers(ms, text)
+	if len(ms) < 2 {
+		return ms
+	}
+	sort.Slice(ms, func(i, j int) bool {
+		a, b := ms[i], ms[j]
+		if a.start != b.start {
+			return a.start < b.start
+		}
+		if a.end != b.end {
+			return a.end > b.end
+		}
+		return a.kind < b.kind
+	})
+	kept := ms[:1]
+	for _, m := range ms[1:] {
+		last := &kept[len(kept)-1]
+		switch {
+		case m.start >= last.end:
+			kept = append(kept, m)
+		case m.end <= last.end:
+			// inside last (or the same span of a later kind): last covers it
+		case m.kind < last.kind:
+			*last = m
+		}
+	}
+	return kept
+}
+
+// dropInMarkers removes the findings that overlap a marker already in
+// text.
+func dropInMarkers(ms []match, text []byte) []match {
+	if bytes.Index(text, []byte(markerOpen)) < 0 {
+		return ms
+	}
+	kept := ms[:0]
+	for _, m := range ms {
+		if !overlapsMarker(text, m) {
+			kept = append(kept, m)
+		}
+	}
+	return kept
+}
+
+// overlapsMarker reports whether m overlaps `[REDACTED:<name>]` in text.
+func overlapsMarker(text []byte, m match) bool {
+	for i := 0; ; {
+		j := bytes.Index(text[i:], []byte(markerOpen))
+		if j < 0 {
+			return false
+		}
+		start := i + j
+		end := markerEnd(text, start)
+		if end < 0 {
+			i = start + 1
+			continue
+		}
+		if start < m.end && m.start < end {
+			return true
+		}
+		if start >= m.end {
+			return false
+		}
+		i = end
+	}
+}
+
+// markerEnd returns the end of the marker at text[start], or -1 when the
+// text there is not one: `[REDACTED:` then a kind name then `]`.
+func markerEnd(text []byte, start int) int {
+	i := start + len(markerOpen)
+	j := i
+	for j < len(text) && (lower(text[j]) || digit(text[j]) || text[j] == '_') {
+		j++
+	}
+	if j == i || j >= len(text) || text[j] != ']' {
+		return -1
+	}
+	return j + 1
+}
+
+// find appends the pattern's matches in text: the first capturing group's
+// text when the pattern has one that took part, else the whole match.
+func (c *customDetector) find(ms []match, text []byte) []match {
+	if len(c.prefix) > 0 && bytes.Index(text, c.prefix) < 0 {
+		return ms
+	}
+	for _, loc := range c.re.FindAllSubmatchIndex(text, -1) {
+		start, end := loc[0], loc[1]
+		if len(loc) >= 4 && loc[2] >= 0 {
+			start, end = loc[2], loc[3]
+		}
+		if end > start {
+			ms = append(ms, match{start: start, end: end, kind: c.kind})
+		}
+	}
+	return ms
+}

@@ -1,0 +1,158 @@
+package redact
+
+import "bytes"
+
+// Detection is two passes over a string's decoded text, each cheap where
+// there is nothing to find:
+//
+//   - scanWords visits the start of every run of ASCII letters and digits
+//     (a "word") and runs the detectors whose format can begin with that
+//     byte: the prefixed tokens (AKIA…, ghp_…, xoxb-…), JWTs (eyJ…), IBANs
+//     (two capitals, two digits), phone and card numbers (a digit). A byte
+//     no detector starts with costs one table lookup; a word is skipped as
+//     a whole.
+//   - scanSymbols looks for the few bytes the other formats hinge on: `@`
+//     (emails), `-----BEGIN ` (private keys) and `=` or `:` (assignments of
+//     a secret to a name such as `password` or `api_key`).
+
+// What a word's first byte may start (Redactor.starts).
+const (
+	startToken  = 1 << iota // a prefixed token or a JWT (tokenSpecs)
+	startNumber             // a phone or card number
+	startIBAN
+)
+
+// alnum marks ASCII letters and digits: the bytes words are made of.
+var alnum = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+	}
+	return t
+}()
+
+func digit(c byte) bool { return '0' <= c && c <= '9' }
+func upper(c byte) bool { return 'A' <= c && c <= 'Z' }
+func lower(c byte) bool { return 'a' <= c && c <= 'z' }
+
+// prepare fills r.starts from the enabled detectors.
+func (r *Redactor) prepare() {
+	for _, t := range tokenSpecs {
+		if r.enabled[t.kind] {
+			r.starts[t.prefix[0]] |= startToken
+		}
+	}
+	if r.enabled[kindJWT] {
+		r.starts['e'] |= startToken
+	}
+	if r.enabled[kindPhone] || r.enabled[kindCardNumber] {
+		for c := '0'; c <= '9'; c++ {
+			r.starts[c] |= startNumber
+		}
+	}
+	if r.enabled[kindIBAN] {
+		for c := 'A'; c <= 'Z'; c++ {
+			r.starts[c] |= startIBAN
+		}
+	}
+}
+
+// scanWords appends the findings that begin at the start of a word.
+func (r *Redactor) scanWords(ms []match, s []byte) []match {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if !alnum[c] {
+			i++
+			continue
+		}
+		if what := r.starts[c]; what != 0 {
+			ms = r.atWord(ms, s, i, what)
+		}
+		for i++; i < len(s) && alnum[s[i]]; i++ {
+		}
+	}
+	return ms
+}
+
+// atWord appends what the detectors in what find at the word s[i:].
+func (r *Redactor) atWord(ms []match, s []byte, i int, what uint8) []match {
+	if what&startToken != 0 {
+		if end, kind := r.token(s, i); end > 0 {
+			return append(ms, match{start: i, end: end, kind: kind})
+		}
+		if s[i] == 'e' && r.enabled[kindJWT] {
+			if end := jwtAt(s, i); end > 0 {
+				return append(ms, match{start: i, end: end, kind: kindJWT})
+			}
+		}
+	}
+	if what&startIBAN != 0 {
+		if end := ibanAt(s, i); end > 0 {
+			return append(ms, match{start: i, end: end, kind: kindIBAN})
+		}
+	}
+	if what&startNumber != 0 {
+		if r.enabled[kindCardNumber] {
+			if end := cardAt(s, i); end > 0 {
+				return append(ms, match{start: i, end: end, kind: kindCardNumber})
+			}
+		}
+		if r.enabled[kindPhone] {
+			if start, end := phoneAt(s, i); end > 0 {
+				return append(ms, match{start: start, end: end, kind: kindPhone})
+			}
+		}
+	}
+	return ms
+}
+
+// scanSymbols appends the findings that hinge on a symbol.
+func (r *Redactor) scanSymbols(ms []match, s []byte) []match {
+	if r.enabled[kindEmail] {
+		for i := 0; ; {
+			j := bytes.IndexByte(s[i:], '@')
+			if j < 0 {
+				break
+			}
+			at := i + j
+			start, end := emailAt(s, at)
+			if end > 0 {
+				ms = append(ms, match{start: start, end: end, kind: kindEmail})
+				i = end
+			} else {
+				i = at + 1
+			}
+		}
+	}
+	if r.enabled[kindPrivateKey] {
+		for i := 0; ; {
+			j := bytes.Index(s[i:], []byte(pemBegin))
+			if j < 0 {
+				break
+			}
+			start := i + j
+			if end := privateKeyAt(s, start); end > 0 {
+				ms = append(ms, match{start: start, end: end, kind: kindPrivateKey})
+				i = end
+			} else {
+				i = start + len(pemBegin)
+			}
+		}
+	}
+	if r.enabled[kindGenericSecret] || r.enabled[kindAWSSecretKey] {
+		for i := 0; ; {
+			j := bytes.IndexAny(s[i:], "=:")
+			if j < 0 {
+				break
+			}
+			sep := i + j
+			start, end, kind := r.assignmentAt(s, sep)
+			if end > 0 {
+				ms = append(ms, match{start: start, end: end, kind: kind})
+				i = end
+			} else {
+				i = sep + 1
+			}
+		}
+	}
+	return ms
+}
