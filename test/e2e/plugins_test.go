@@ -1,0 +1,399 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fileSum returns the hex SHA-256 of the file at path.
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// pluginStatus is one entry of /status's plugins.
+type pluginStatus struct {
+	Name     string
+	Up       bool
+	PID      string
+	Restarts int
+	Error    string
+}
+
+func pluginStatuses(t *testing.T, g *gatewayProc) map[string]pluginStatus {
+	t.Helper()
+	resp, err := http.Get(g.url("/status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct{ Plugins []pluginStatus }
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]pluginStatus{}
+	for _, p := range st.Plugins {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// textOf returns the text of a tool result's contents.
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	if res == nil {
+		return ""
+	}
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestPluginsNode: server-everything behind the real binary with the
+// builtin redact and guard plugins, the example rename plugin built as a
+// separate binary, and a plugin whose sha256 is wrong; over streamable
+// HTTP and over stdio.
+func TestPluginsNode(t *testing.T) {
+	requireNode(t)
+	rename := helperBinary(t, "rename-plugin", "./plugins/examples/rename")
+	everything := filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	cfg := writeConfig(t, fmt.Sprintf(`
+mcpServers:
+  everything:
+    command: node
+    args: [%q, stdio]
+plugins:
+  - name: guard
+    builtin: guard
+    match: { tools: ["everything__echo"] }
+    config:
+      rules:
+        - name: traversal
+          tools: ["everything__echo"]
+          pathTraversal: true
+          message: "path traversal is not allowed here"
+  - name: redact
+    builtin: redact
+    priority: 10
+    config: { detectors: [secrets, pii] }
+  - name: rename
+    command: [%q]
+    sha256: %q
+    config: { renames: { everything__get-sum: add } }
+  - name: broken
+    command: [%q]
+    sha256: "%s"
+    match: { servers: [nothing] }
+`, everything, rename, fileSum(t, rename), rename, strings.Repeat("0", 64)))
+
+	check := func(t *testing.T, cs *mcp.ClientSession) {
+		ctx := ctxT(t, 60*time.Second)
+		msg := "key AKIAIOSFODNN7EXAMPLE mail jane.doe@example.com"
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": msg}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := textOf(res)
+		if strings.Contains(text, "AKIAIOSFODNN7EXAMPLE") || strings.Contains(text, "jane.doe@example.com") ||
+			!strings.Contains(text, "[REDACTED:aws_access_key]") || !strings.Contains(text, "[REDACTED:email]") {
+			t.Errorf("echo through redact = %q; want the key and the email redacted", text)
+		}
+		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "../../etc/passwd"}})
+		if err == nil || !strings.Contains(err.Error(), "path traversal is not allowed here") {
+			t.Errorf("traversal through guard: %v; want the rule's message", err)
+		}
+		var names []string
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, tool.Name)
+		}
+		if !contains(names, "add") || contains(names, "everything__get-sum") {
+			t.Errorf("tools %v; want everything__get-sum listed as add", names)
+		}
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"a": 2, "b": 3}})
+		if err != nil || res.IsError || !strings.Contains(textOf(res), "5") {
+			t.Errorf("add (renamed by the example plugin) = %q, %v", textOf(res), err)
+		}
+	}
+
+	t.Run("http", func(t *testing.T) {
+		g := startGateway(t, "--config", cfg)
+		waitForTool(t, g, "everything__echo")
+		st := pluginStatuses(t, g)
+		if b := st["broken"]; b.Up || !strings.Contains(b.Error, "does not match its sha256") {
+			t.Errorf("broken plugin status = %+v; want refused for its checksum", b)
+		}
+		for _, name := range []string{"guard", "redact", "rename"} {
+			if !st[name].Up {
+				t.Errorf("plugin %s not up: %+v", name, st[name])
+			}
+		}
+		g.logs.waitFor(t, "does not match its sha256", 5*time.Second)
+		check(t, connectHTTP(t, g, nil))
+	})
+	t.Run("stdio", func(t *testing.T) {
+		_, c := startStdioClient(t, cfg)
+		waitForToolOn(t, c.cs, "everything__echo")
+		check(t, c.cs)
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// waitForToolOn waits until cs lists name.
+func waitForToolOn(t *testing.T, cs *mcp.ClientSession, name string) {
+	t.Helper()
+	ctx := ctxT(t, 60*time.Second)
+	for {
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tool.Name == name {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never listed", name)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// loadConfig is the demo server behind the gateway with the test plugin
+// covering demo__echo only; onError as given, and extra plugins entries.
+func loadConfig(t *testing.T, plugin, onError, config, extra string) string {
+	return fmt.Sprintf(`
+mcpServers:
+  demo:
+    command: %q
+    args: [demo-server]
+plugins:
+  - name: tp
+    command: [%q]
+    sha256: %q
+    onError: %s
+    timeout: 2s
+    match: { tools: [demo__echo] }
+    config: %s
+%s`, binary, plugin, fileSum(t, plugin), onError, config, extra)
+}
+
+// load runs sessions go-sdk sessions, each calling tool in a loop until
+// stop, and counts the calls and failures.
+type load struct {
+	calls, failures atomic.Int64
+	wg              sync.WaitGroup
+	stop            chan struct{}
+	firstErr        atomic.Value
+}
+
+func startLoad(t *testing.T, g *gatewayProc, sessions int, tool string) *load {
+	t.Helper()
+	l := &load{stop: make(chan struct{})}
+	for range sessions {
+		cs := connectHTTP(t, g, nil)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "m" + strconv.Itoa(i)}})
+				cancel()
+				l.calls.Add(1)
+				if err != nil || res.IsError {
+					l.failures.Add(1)
+					if err != nil {
+						l.firstErr.CompareAndSwap(nil, err.Error())
+					}
+				}
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) end() (calls, failures int64) {
+	close(l.stop)
+	l.wg.Wait()
+	return l.calls.Load(), l.failures.Load()
+}
+
+// pluginChild returns the pid of the plugin process under the guard gpid.
+func pluginChild(t *testing.T, gpid string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + gpid + "/task/" + gpid + "/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("guard %s has children %q; want the plugin", gpid, f)
+	}
+	pid, _ := strconv.Atoi(f[0])
+	return pid
+}
+
+// waitPluginBack waits until plugin tp is up with a pid other than old and
+// returns how long that took from since.
+func waitPluginBack(t *testing.T, g *gatewayProc, old string, since time.Time) time.Duration {
+	t.Helper()
+	for {
+		if st := pluginStatuses(t, g)["tp"]; st.Up && st.PID != old {
+			return time.Since(since)
+		}
+		if time.Since(since) > 30*time.Second {
+			t.Fatal("plugin not back after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPluginKilledUnderLoad: 8 sessions call the covered tool while the
+// plugin is killed with SIGKILL: fail-closed calls get a clear error while
+// it is down, fail-open calls all pass; it is back within 2 s; SIGKILL of
+// the gateway leaves no plugin process.
+func TestPluginKilledUnderLoad(t *testing.T) {
+	plugin := helperBinary(t, "testplugin", "./plugins/internal/testplugin/cmd/testplugin")
+	for _, onError := range []string{"fail-closed", "fail-open"} {
+		t.Run(onError, func(t *testing.T) {
+			g := startGateway(t, "--config", writeConfig(t, loadConfig(t, plugin, onError, `{block: never}`, "")))
+			waitForTool(t, g, "demo__echo")
+			st := pluginStatuses(t, g)["tp"]
+			child := pluginChild(t, st.PID)
+			l := startLoad(t, g, 8, "demo__echo")
+			time.Sleep(300 * time.Millisecond) // calls in flight
+			killed := time.Now()
+			if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			back := waitPluginBack(t, g, st.PID, killed)
+			time.Sleep(300 * time.Millisecond)
+			calls, failures := l.end()
+			t.Logf("%s: plugin back after %s; %d calls, %d failed (%v)", onError, back, calls, failures, l.firstErr.Load())
+			if back > 2*time.Second {
+				t.Errorf("plugin back after %s; want within 2 s", back)
+			}
+			switch onError {
+			case "fail-open":
+				if failures != 0 {
+					t.Errorf("%d of %d fail-open calls failed: %v", failures, calls, l.firstErr.Load())
+				}
+			case "fail-closed":
+				if msg, _ := l.firstErr.Load().(string); failures > 0 && !strings.Contains(msg, `plugin "tp" is unavailable (fail-closed)`) {
+					t.Errorf("fail-closed error = %q; want it to name the plugin", msg)
+				}
+			}
+			if calls == 0 {
+				t.Fatal("no calls made")
+			}
+			// The gateway serves on; then SIGKILL it: no plugin left.
+			cur := pluginStatuses(t, g)["tp"]
+			pid := pluginChild(t, cur.PID)
+			g.cmd.Process.Signal(syscall.SIGKILL)
+			<-g.done
+			gpid, _ := strconv.Atoi(cur.PID)
+			for _, p := range []int{gpid, pid} {
+				deadline := time.Now().Add(10 * time.Second)
+				for syscall.Kill(p, 0) == nil {
+					if time.Now().After(deadline) {
+						t.Fatalf("process %d still running 10 s after the gateway was killed", p)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// TestPluginHotReloadUnderLoad: while 8 sessions call a tool no plugin
+// covers (other__echo), the plugin's config changes (applied without a
+// restart), a plugin is added and removed: zero failed calls.
+func TestPluginHotReloadUnderLoad(t *testing.T) {
+	plugin := helperBinary(t, "testplugin", "./plugins/internal/testplugin/cmd/testplugin")
+	other := fmt.Sprintf("  other:\n    command: %q\n    args: [demo-server, --name, other]\n", binary)
+	write := func(config, extra string) string {
+		c := loadConfig(t, plugin, "fail-closed", config, extra)
+		return strings.Replace(c, "mcpServers:\n", "mcpServers:\n"+other, 1)
+	}
+	path := writeConfig(t, write(`{block: never}`, ""))
+	g := startGateway(t, "--config", path)
+	waitForTool(t, g, "demo__echo")
+	waitForTool(t, g, "other__echo")
+	pid := pluginStatuses(t, g)["tp"].PID
+	l := startLoad(t, g, 8, "other__echo")
+	probe := connectHTTP(t, g, nil)
+	blocked := func(word string) bool {
+		_, err := probe.CallTool(ctxT(t, 10*time.Second), &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"message": word}})
+		return err != nil && strings.Contains(err.Error(), "no "+word)
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 30 s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	reload := func(doc string) {
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reload(write(`{block: zzz}`, ""))
+	until("the new config blocks zzz", func() bool { return blocked("zzz") })
+	if got := pluginStatuses(t, g)["tp"].PID; got != pid {
+		t.Errorf("config-only reload restarted the plugin: pid %s → %s", pid, got)
+	}
+	add := fmt.Sprintf("  - name: tp2\n    command: [%q]\n    sha256: %q\n    match: { tools: [demo__echo] }\n    config: {block: yyy}\n", plugin, fileSum(t, plugin))
+	reload(write(`{block: zzz}`, add))
+	until("the added plugin blocks yyy", func() bool { return blocked("yyy") })
+	reload(write(`{block: zzz}`, ""))
+	until("the removed plugin no longer blocks", func() bool { return !blocked("yyy") })
+	calls, failures := l.end()
+	t.Logf("%d calls to the uncovered tool across the reloads, %d failed", calls, failures)
+	if failures != 0 || calls == 0 {
+		t.Errorf("%d of %d calls to the uncovered tool failed: %v", failures, calls, l.firstErr.Load())
+	}
+}
