@@ -196,7 +196,7 @@ func (g *Gateway) viewOf(r *routes, a *access, pr *policy.Principal) *view {
 			return v.(*view)
 		}
 	}
-	v := g.pluginView(pr, filterView(r, a.policy, pr))
+	v := g.pluginView(r, pr, filterView(r, a.policy, pr))
 	if vc.routes == r && vc.access == a && vc.size.Add(1) <= maxCachedViews {
 		vc.views.Store(pr.Key(), v)
 	}

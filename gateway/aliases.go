@@ -34,7 +34,7 @@ type aliases struct {
 func (g *Gateway) listsByPlugins() bool { return g.plugins.Chain().Lists() }
 
 // pluginView returns v as the list_post hooks make it for pr.
-func (g *Gateway) pluginView(pr *policy.Principal, v *view) *view {
+func (g *Gateway) pluginView(r *routes, pr *policy.Principal, v *view) *view {
 	ch := g.plugins.Chain()
 	if !ch.Lists() {
 		return v
@@ -43,23 +43,28 @@ func (g *Gateway) pluginView(pr *policy.Principal, v *view) *view {
 	defer cancel()
 	out := *v
 	out.aliases = &aliases{}
-	out.tools, out.aliases.tools = postList(ctx, g, ch, "tools", "name", pr, v.tools, func(t *mcp.Tool) string { return t.Name })
-	out.prompts, out.aliases.prompts = postList(ctx, g, ch, "prompts", "name", pr, v.prompts, func(p *mcp.Prompt) string { return p.Name })
-	out.resources, _ = postList(ctx, g, ch, "resources", "uri", pr, v.resources, func(r *mcp.Resource) string { return r.URI })
-	out.templates, _ = postList(ctx, g, ch, "templates", "uriTemplate", pr, v.templates, func(t *mcp.ResourceTemplate) string { return t.URITemplate })
+	tool := func(name string) string { return r.tools[name].up.Name() }
+	prompt := func(name string) string { return r.prompts[name].up.Name() }
+	out.tools, out.aliases.tools = postList(ctx, g, ch, "tools", "name", pr, v.tools, func(t *mcp.Tool) string { return t.Name }, tool)
+	out.prompts, out.aliases.prompts = postList(ctx, g, ch, "prompts", "name", pr, v.prompts, func(p *mcp.Prompt) string { return p.Name }, prompt)
+	out.resources, _ = postList(ctx, g, ch, "resources", "uri", pr, v.resources, func(r *mcp.Resource) string { return r.URI },
+		func(uri string) string { return r.resourceServer[uri] })
+	out.templates, _ = postList(ctx, g, ch, "templates", "uriTemplate", pr, v.templates, func(t *mcp.ResourceTemplate) string { return t.URITemplate },
+		func(uri string) string { return r.templateServer[uri] })
 	return &out
 }
 
 // postList runs list_post over items and returns them sorted by key (as
 // page needs them) with the renames.
-func postList[T any](ctx context.Context, g *Gateway, ch *plugins.Chain, list, keyField string, pr *policy.Principal, items []T, key func(T) string) ([]T, map[string]string) {
+func postList[T any](ctx context.Context, g *Gateway, ch *plugins.Chain, list, keyField string, pr *policy.Principal, items []T,
+	key func(T) string, server func(string) string) ([]T, map[string]string) {
 	in := make([]plugins.ListItem, 0, len(items))
 	for _, it := range items {
 		raw, err := json.Marshal(it)
 		if err != nil {
 			continue
 		}
-		in = append(in, plugins.ListItem{Key: key(it), Raw: raw})
+		in = append(in, plugins.ListItem{Key: key(it), Raw: raw, Server: server(key(it))})
 	}
 	out, renames := ch.ListPost(ctx, list, keyField, pr, in)
 	res := make([]T, 0, len(out))

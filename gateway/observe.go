@@ -208,7 +208,9 @@ func (g *Gateway) writeAudit(ctx context.Context, ss *mcp.ServerSession, x *exch
 	if !x.callStart.IsZero() {
 		start, d = x.callStart, time.Since(x.callStart)
 	}
-	g.obs.audit.Write(g.auditRecord(ctx, ss, x, start, d, f, err))
+	rec := g.auditRecord(ctx, ss, x, start, d, f, err)
+	g.obs.audit.Write(rec)
+	g.auditToPlugins(rec)
 }
 
 // auditRecord builds the audit record of a finished call.

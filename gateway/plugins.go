@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/envelope"
 	"github.com/manifold-mcp/manifold/plugins"
 	"github.com/manifold-mcp/manifold/policy"
@@ -303,4 +304,16 @@ func sessionIDOf(ss *mcp.ServerSession) string {
 		return ""
 	}
 	return ss.ID()
+}
+
+// auditToPlugins hands rec to the plugins' audit_event hooks, when some
+// plugin implements one (asynchronously: it never blocks the call).
+func (g *Gateway) auditToPlugins(rec *audit.Record) {
+	ch := g.plugins.Chain()
+	if !ch.Audits() {
+		return
+	}
+	if b, err := json.Marshal(rec); err == nil {
+		ch.Audit(b)
+	}
 }

@@ -10,6 +10,19 @@ import (
 // are dropped and counted.
 const auditQueue = 1024
 
+// Audits reports whether some plugin of c implements audit_event.
+func (c *Chain) Audits() bool {
+	if c == nil {
+		return false
+	}
+	for _, e := range c.entries {
+		if e.in.covers(AuditEvent) && e.in.known.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Audit hands record (one audit record, JSON) to the audit_event hooks of
 // the plugins that implement one, asynchronously: it never blocks.
 func (c *Chain) Audit(record []byte) {

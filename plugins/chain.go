@@ -204,9 +204,8 @@ func (c *Chain) run(ctx context.Context, hook Hook, t *Target, payload []byte, p
 		if !e.matches(t) {
 			continue
 		}
-		cur := e.in.cur.Load()
-		if cur != nil && !cur.hooks.has(hook) {
-			continue // up, and does not implement the hook
+		if !e.in.covers(hook) {
+			continue
 		}
 		if pc == nil {
 			pc = protoContext(t)

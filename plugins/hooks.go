@@ -34,6 +34,9 @@ func (h Hook) String() string {
 // hookSet is a set of hooks, one bit each.
 type hookSet uint16
 
+// knownBit marks instance.known as set.
+const knownBit = 1 << 16
+
 func (s hookSet) has(h Hook) bool { return s&(1<<h) != 0 }
 
 // parseHooks returns the set of a manifest's hook names; unknown names are

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -201,5 +202,24 @@ func TestListPostRenames(t *testing.T) {
 	out, _ = h.Chain().ListPost(context.Background(), "tools", "name", nil, items)
 	if len(out) != 0 {
 		t.Errorf("colliding rename: %+v; want it refused", out)
+	}
+}
+
+func TestAuditEventIsDelivered(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit")
+	h := testHost(t, nil)
+	h.Apply(context.Background(), []config.Plugin{testPluginConfig(t, "p", `{"auditFile":`+strconv.Quote(file)+`}`)}, 1<<20)
+	if !h.Chain().Audits() {
+		t.Fatal("Audits() = false for a plugin with audit_event")
+	}
+	h.Chain().Audit([]byte(`{"method":"tools/call"}`))
+	for i := 0; ; i++ {
+		if b, _ := os.ReadFile(file); string(b) == "{\"method\":\"tools/call\"}\n" {
+			break
+		}
+		if i > 200 {
+			t.Fatal("the audit record did not reach the plugin in 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

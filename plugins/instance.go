@@ -54,6 +54,9 @@ type instance struct {
 
 	cfg atomic.Pointer[config.Plugin] // the config in force (Configure sent)
 	cur atomic.Pointer[conn]          // nil while down
+	// known is the manifest of the latest process that came up (0 before
+	// any did): while down, the plugin still covers those hooks.
+	known atomic.Uint32
 	// state for Status.
 	mu       sync.Mutex
 	lastErr  string
@@ -92,6 +95,7 @@ func (in *instance) supervise() {
 			in.mu.Lock()
 			in.lastErr, in.started = "", began
 			in.mu.Unlock()
+			in.known.Store(uint32(c.hooks) | knownBit)
 			in.cur.Store(c)
 			in.once.Do(func() { close(in.first) })
 			if in.onUp != nil {
@@ -201,6 +205,21 @@ func (in *instance) reconfigure(ctx context.Context, cfg *config.Plugin) error {
 	}
 	in.cfg.Store(cfg)
 	return nil
+}
+
+// covers reports whether the plugin implements h: its running process's
+// manifest, else the latest one's; a plugin that never came up covers
+// every hook but list_post (whose failure would empty lists of a plugin
+// that may not list at all).
+func (in *instance) covers(h Hook) bool {
+	if c := in.cur.Load(); c != nil {
+		return c.hooks.has(h)
+	}
+	k := in.known.Load()
+	if k&knownBit == 0 {
+		return h != ListPost
+	}
+	return hookSet(k).has(h)
 }
 
 // call runs one hook on the running process, within the plugin's timeout.

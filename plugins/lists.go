@@ -21,16 +21,23 @@ func (c *Chain) Lists() bool { return c != nil && c.lists }
 type ListItem struct {
 	Key string
 	Raw json.RawMessage
+	// Server is the item's upstream server, for the plugins' match.
+	Server string
 }
+
+// listKinds are the kinds plugins' matches see list items as.
+var listKinds = map[string]policy.Kind{"tools": policy.Tool, "prompts": policy.Prompt, "resources": policy.Resource, "templates": policy.Resource}
 
 // ListPost runs the list_post hooks of the plugins that cover pr over
 // items (definitions keyed by keyField: "name", "uri" or "uriTemplate") of
-// list (tools, prompts, resources, templates), in priority order. It
+// list (tools, prompts, resources, templates), in priority order; each
+// plugin sees the items its match covers, and the others stay as they
+// are. It
 // returns the items to list and the renames (new name → listed name; tools
 // and prompts only). An item a plugin returns that was not listed to it,
-// or a rename onto a name already listed, is refused (dropped and
-// logged). A plugin that fails keeps the list unchanged (fail-open) or
-// empties it (fail-closed).
+// or a rename onto a name already listed, is refused (the plugin's answer
+// is treated as a failure, logged). A plugin that fails leaves the items it
+// covers unchanged (fail-open) or hides them (fail-closed).
 func (c *Chain) ListPost(ctx context.Context, list, keyField string, pr *policy.Principal, items []ListItem) ([]ListItem, map[string]string) {
 	if c == nil {
 		return items, nil
@@ -44,13 +51,24 @@ func (c *Chain) ListPost(ctx context.Context, list, keyField string, pr *policy.
 		if !e.anyone && !e.principals.Contains(pr) {
 			continue
 		}
-		cur := e.in.cur.Load()
-		if cur != nil && !cur.hooks.has(ListPost) {
+		if !e.in.covers(ListPost) {
 			continue
 		}
 		cfg := e.in.cfg.Load()
-		raws := make([]json.RawMessage, len(items))
-		for i, it := range items {
+		var covered, rest []ListItem
+		for _, it := range items {
+			t := Target{Kind: listKinds[list], Server: it.Server, Name: it.Key, Principal: pr}
+			if e.matches(&t) {
+				covered = append(covered, it)
+			} else {
+				rest = append(rest, it)
+			}
+		}
+		if len(covered) == 0 {
+			continue
+		}
+		raws := make([]json.RawMessage, len(covered))
+		for i, it := range covered {
 			raws[i] = it.Raw
 		}
 		payload, _ := json.Marshal(raws)
@@ -61,12 +79,12 @@ func (c *Chain) ListPost(ctx context.Context, list, keyField string, pr *policy.
 		var next []ListItem
 		var got map[string]string
 		if err == nil {
-			next, got, err = decodeList(keyField, items, res.GetPayload(), res.GetRenames())
+			next, got, err = decodeList(keyField, covered, rest, res.GetPayload(), res.GetRenames())
 		}
 		if err != nil {
 			e.in.log.Warn("list_post failed", zap.String("list", list), zap.Error(err))
 			if cfg.OnError == config.PluginFailClosed && cfg.Mode != config.PluginObserve {
-				return nil, nil
+				items = rest // what it covers is hidden while it fails
 			}
 			continue
 		}
@@ -81,20 +99,26 @@ func (c *Chain) ListPost(ctx context.Context, list, keyField string, pr *policy.
 			}
 			renames[n] = o
 		}
-		items = next
+		items = append(next, rest...)
 	}
 	return items, renames
 }
 
-// decodeList checks a list_post answer against the items it was given.
-func decodeList(keyField string, in []ListItem, payload []byte, renames map[string]string) ([]ListItem, map[string]string, error) {
+// decodeList checks a list_post answer against the items it was given
+// (in); rest are the items of the list it was not given.
+func decodeList(keyField string, in, rest []ListItem, payload []byte, renames map[string]string) ([]ListItem, map[string]string, error) {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(payload, &raws); err != nil {
 		return nil, nil, fmt.Errorf("items: %w", err)
 	}
 	listed := make(map[string]bool, len(in))
+	server := make(map[string]string, len(in))
 	for _, it := range in {
-		listed[it.Key] = true
+		listed[it.Key], server[it.Key] = true, it.Server
+	}
+	others := make(map[string]bool, len(rest))
+	for _, it := range rest {
+		others[it.Key] = true
 	}
 	if keyField != "name" && len(renames) > 0 {
 		return nil, nil, fmt.Errorf("renames apply to tools and prompts only")
@@ -115,7 +139,7 @@ func decodeList(keyField string, in []ListItem, payload []byte, renames map[stri
 		switch {
 		case renamed && !listed[from]:
 			return nil, nil, fmt.Errorf("rename of %q, which was not listed", from)
-		case renamed && listed[key]:
+		case renamed && (listed[key] || others[key]):
 			return nil, nil, fmt.Errorf("rename of %q to %q collides with a listed name", from, key)
 		case !renamed && !listed[key]:
 			return nil, nil, fmt.Errorf("item %q was not listed", key)
@@ -123,10 +147,11 @@ func decodeList(keyField string, in []ListItem, payload []byte, renames map[stri
 			return nil, nil, fmt.Errorf("item %q listed twice", key)
 		}
 		seen[key] = true
+		srv := server[key]
 		if renamed {
-			kept[key] = from
+			kept[key], srv = from, server[from]
 		}
-		out = append(out, ListItem{Key: key, Raw: raw})
+		out = append(out, ListItem{Key: key, Raw: raw, Server: srv})
 	}
 	return out, kept, nil
 }

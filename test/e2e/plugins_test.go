@@ -257,14 +257,19 @@ func (l *load) end() (calls, failures int64) {
 	return l.calls.Load(), l.failures.Load()
 }
 
-// pluginChild returns the pid of the plugin process under the guard gpid.
+// pluginChild returns the pid of the plugin process under the guard gpid
+// (a child of any of its threads).
 func pluginChild(t *testing.T, gpid string) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + gpid + "/task/" + gpid + "/children")
+	tasks, err := filepath.Glob("/proc/" + gpid + "/task/*/children")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b))
+	var f []string
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		f = append(f, strings.Fields(string(b))...)
+	}
 	if len(f) != 1 {
 		t.Fatalf("guard %s has children %q; want the plugin", gpid, f)
 	}

@@ -24,6 +24,8 @@ type Config struct {
 	Replace string `json:"replace"`
 	// Rename: list_post renames these tools.
 	Rename map[string]string `json:"rename"`
+	// AuditFile: audit_event appends each record to this file.
+	AuditFile string `json:"auditFile"`
 }
 
 // New returns a plugin that implements tool_pre_call, tool_post_call, prompt_pre_get
@@ -59,6 +61,14 @@ func New() *sdk.Plugin {
 			stdin, _ := io.ReadAll(os.Stdin)
 			b, _ := json.Marshal(map[string]any{"env": os.Environ(), "stdin": len(stdin), "pgid": syscall.Getpgrp()})
 			return sdk.Result{Action: sdk.Respond, Payload: b}, nil
+		},
+		AuditEvent: func(_ context.Context, record json.RawMessage) {
+			if path := cfg.Load().AuditFile; path != "" {
+				if f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+					f.Write(append(record, '\n'))
+					f.Close()
+				}
+			}
 		},
 		ListPost: func(_ context.Context, _ *sdk.Context, items []sdk.Item) ([]sdk.Item, error) {
 			for i := range items {
