@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,6 +187,9 @@ func requestPayload(req any) ([]byte, error) {
 // withPayload returns a copy of req with the arguments a pre hook
 // returned. A read's params cannot be changed.
 func withPayload[Q callerRequest](req Q, payload []byte) (Q, error) {
+	if !isObject(payload) {
+		return req, errNotObject
+	}
 	switch r := any(req).(type) {
 	case *mcp.CallToolRequest:
 		c, p := *r, *r.Params
@@ -251,6 +255,9 @@ func (g *Gateway) rawPreHooks(ctx context.Context, h *hookCall, r *rawRequest) (
 
 // setArguments replaces r's arguments with args (a JSON object).
 func (r *rawRequest) setArguments(args []byte) error {
+	if !isObject(args) {
+		return errNotObject
+	}
 	a := r.env.Arguments
 	var msg []byte
 	if a.Present() {
@@ -316,4 +323,14 @@ func (g *Gateway) auditToPlugins(rec *audit.Record) {
 	if b, err := json.Marshal(rec); err == nil {
 		ch.Audit(b)
 	}
+}
+
+// errNotObject answers a call whose arguments a plugin changed into
+// something other than a JSON object.
+var errNotObject = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "a plugin's arguments are not a JSON object"}
+
+// isObject reports whether b, valid JSON, is an object.
+func isObject(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && b[0] == '{'
 }
