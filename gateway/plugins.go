@@ -72,13 +72,14 @@ func (g *Gateway) hooks(ctx context.Context, c *call, sessionID string) *hookCal
 	if ch == nil {
 		return nil
 	}
-	h := &hookCall{chain: ch, x: c.x, t: plugins.Target{
+	t := plugins.Target{
 		Kind: c.kind, Server: c.route.up.Name(), Name: c.name, Upstream: c.route.original,
 		Principal: c.principal, SessionID: sessionID,
-	}}
-	if !ch.Covers(&h.t) {
+	}
+	if !ch.Covers(&t) {
 		return nil
 	}
+	h := &hookCall{chain: ch, x: c.x, t: t}
 	if g.obs.tracing {
 		carrier := propagation.MapCarrier{}
 		propagation.TraceContext{}.Inject(ctx, carrier)

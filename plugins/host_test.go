@@ -223,3 +223,44 @@ func TestAuditEventIsDelivered(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestObserveModeChangesNothing(t *testing.T) {
+	h := testHost(t, nil)
+	p := testPluginConfig(t, "p", `{"block":"x","replace":"x"}`)
+	p.Mode = config.PluginObserve
+	h.Apply(context.Background(), []config.Plugin{p}, 1<<20)
+	out, err := h.Chain().Pre(context.Background(), toolTarget, []byte(`{"a":"x"}`))
+	if err != nil || out.Changed || len(out.Decisions) != 1 || out.Decisions[0].Action != "block" || !out.Decisions[0].Observed {
+		t.Errorf("Pre in observe mode = %+v, %v; want the block recorded, not applied", out, err)
+	}
+	out, err = h.Chain().Post(context.Background(), toolTarget, []byte(`{"t":"x"}`))
+	if err != nil || out.Changed || string(out.Payload) != `{"t":"x"}` || out.Decisions[0].Action != "modify" {
+		t.Errorf("Post in observe mode = %+v, %v", out, err)
+	}
+}
+
+func TestChangedBinaryIsSwappedAfterItsHealthCheck(t *testing.T) {
+	h := testHost(t, nil)
+	p := testPluginConfig(t, "p", `{"block":"x"}`)
+	h.Apply(context.Background(), []config.Plugin{p}, 1<<20)
+	old := h.Status()[0].PID
+	// A changed spec (here its environment; a new binary and checksum
+	// alike) starts a new process beside the old one.
+	p.Env = map[string]string{"ALLOWED": "again"}
+	h.Apply(context.Background(), []config.Plugin{p}, 1<<20)
+	st := h.Status()[0]
+	if !st.Up || st.PID == old {
+		t.Fatalf("status after the change = %+v; want a new process up (old pid %s)", st, old)
+	}
+	if _, err := h.Chain().Pre(context.Background(), toolTarget, []byte(`"x"`)); !errors.Is(err, ErrBlocked) {
+		t.Errorf("after the swap: %v", err)
+	}
+	// A replacement that fails to start leaves the running one in force.
+	bad := p
+	bad.Env = map[string]string{"ALLOWED": "bad"}
+	bad.SHA256 = strings.Repeat("1", 64)
+	h.Apply(context.Background(), []config.Plugin{bad}, 1<<20)
+	if got := h.Status()[0]; !got.Up || got.PID != st.PID {
+		t.Errorf("status after a failed replacement = %+v; want pid %s still up", got, st.PID)
+	}
+}

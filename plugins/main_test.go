@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // selfSum returns the SHA-256 of the test binary.
-func selfSum(t *testing.T) string {
+func selfSum(t testing.TB) string {
 	t.Helper()
 	f, err := os.Open(os.Args[0])
 	if err != nil {
