@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.uber.org/zap"
 )
 
 // The plugin stages of the call pipeline (docs/architecture.md, Plugins):
@@ -289,16 +288,6 @@ func rawPostHooks(ctx context.Context, h *hookCall, kind policy.Kind, res []byte
 		return res, toolErr, nil
 	}
 	return out.Payload, kind == policy.Tool && resultIsError(out.Payload), nil
-}
-
-// logPluginStatus logs the plugins that are not up after a start or
-// reload (they are in /status too).
-func (g *Gateway) logPluginStatus() {
-	for _, st := range g.plugins.Status() {
-		if !st.Up {
-			g.log.Error("plugin not running; calls it covers follow its onError", zap.String("plugin", st.Name), zap.String("error", st.Error))
-		}
-	}
 }
 
 // sessionID returns the downstream session id of req, "" without one.

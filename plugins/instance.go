@@ -149,8 +149,8 @@ func (in *instance) start() (*conn, error) {
 		SkipHostEnv:      true,
 		StartTimeout:     startTimeout,
 		Logger:           hclogTo(in.log),
-		SyncStdout:       &lineWriter{log: in.log, stream: "stdout"},
-		SyncStderr:       &lineWriter{log: in.log, stream: "stderr"},
+		SyncStdout:       lineWriter(in.log, "stdout"),
+		SyncStderr:       lineWriter(in.log, "stderr"),
 		GRPCDialOptions:  []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit))},
 		RunnerFunc: func(_ hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
 			s := *in.spec

@@ -18,18 +18,17 @@ func hclogTo(log *zap.Logger) hclog.Logger {
 	if log.Core().Enabled(zapcore.DebugLevel) {
 		level = hclog.Debug
 	}
-	return hclog.New(&hclog.LoggerOptions{Output: &zapWriter{log: log}, JSONFormat: true, Level: level})
+	return hclog.New(&hclog.LoggerOptions{Output: zapWriter(log), JSONFormat: true, Level: level})
 }
 
-// zapWriter takes hclog's JSON lines and writes each to its zap logger at
-// its level, with its fields.
-type zapWriter struct {
-	log *zap.Logger
-	mu  sync.Mutex
-	buf []byte
+// lines splits what is written to it into lines and hands each to line.
+type lines struct {
+	line func([]byte)
+	mu   sync.Mutex
+	buf  []byte
 }
 
-func (w *zapWriter) Write(p []byte) (int, error) {
+func (w *lines) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, p...)
@@ -44,10 +43,16 @@ func (w *zapWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *zapWriter) line(b []byte) {
+// zapWriter takes hclog's JSON lines and writes each to log at its
+// level, with its fields.
+func zapWriter(log *zap.Logger) *lines {
+	return &lines{line: func(b []byte) { logHCLine(log, b) }}
+}
+
+func logHCLine(log *zap.Logger, b []byte) {
 	var m map[string]any
 	if json.Unmarshal(b, &m) != nil {
-		w.log.Info(string(b))
+		log.Info(string(b))
 		return
 	}
 	msg, _ := m["@message"].(string)
@@ -61,36 +66,18 @@ func (w *zapWriter) line(b []byte) {
 	}
 	switch lvl {
 	case "trace", "debug":
-		w.log.Debug(msg, fields...)
+		log.Debug(msg, fields...)
 	case "warn":
-		w.log.Warn(msg, fields...)
+		log.Warn(msg, fields...)
 	case "error":
-		w.log.Error(msg, fields...)
+		log.Error(msg, fields...)
 	default:
-		w.log.Info(msg, fields...)
+		log.Info(msg, fields...)
 	}
 }
 
 // lineWriter logs each line written to it (a plugin's stdout and stderr as
 // go-plugin relays them).
-type lineWriter struct {
-	log    *zap.Logger
-	stream string
-	mu     sync.Mutex
-	buf    []byte
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.log.Info(string(w.buf[:i]), zap.String("stream", w.stream))
-		w.buf = w.buf[i+1:]
-	}
-	return len(p), nil
+func lineWriter(log *zap.Logger, stream string) *lines {
+	return &lines{line: func(b []byte) { log.Info(string(b), zap.String("stream", stream)) }}
 }

@@ -28,10 +28,7 @@ var Registry = map[string]func() *sdk.Plugin{
 // prompt arguments) have their secrets and personal data replaced by
 // [REDACTED:<kind>]; the audit record gets the counts by kind.
 func Redact() *sdk.Plugin {
-	var r atomic.Pointer[redact.Redactor]
-	if empty, err := redact.New(nil); err == nil {
-		r.Store(empty)
-	}
+	r, configure := engine(redact.New)
 	post := func(_ context.Context, _ *sdk.Context, payload json.RawMessage) (sdk.Result, error) {
 		return redactResult(r.Load(), payload)
 	}
@@ -43,14 +40,7 @@ func Redact() *sdk.Plugin {
 		return redactResult(red, payload)
 	}
 	return &sdk.Plugin{
-		Configure: func(_ context.Context, config json.RawMessage) error {
-			red, err := redact.New(config)
-			if err != nil {
-				return err
-			}
-			r.Store(red)
-			return nil
-		},
+		Configure:   configure,
 		ToolPreCall: pre, PromptPreGet: pre,
 		ToolPostCall: post, PromptPostGet: post, ResourcePostRead: post,
 	}
@@ -78,19 +68,9 @@ func redactResult(red *redact.Redactor, payload json.RawMessage) (sdk.Result, er
 // Guard returns the guard plugin: a tool call whose arguments match one of
 // its rules is blocked with the rule's message.
 func Guard() *sdk.Plugin {
-	var g atomic.Pointer[guard.Guard]
-	if empty, err := guard.New(nil); err == nil {
-		g.Store(empty)
-	}
+	g, configure := engine(guard.New)
 	return &sdk.Plugin{
-		Configure: func(_ context.Context, config json.RawMessage) error {
-			gd, err := guard.New(config)
-			if err != nil {
-				return err
-			}
-			g.Store(gd)
-			return nil
-		},
+		Configure: configure,
 		ToolPreCall: func(_ context.Context, c *sdk.Context, args json.RawMessage) (sdk.Result, error) {
 			gd := g.Load()
 			if gd == nil {
@@ -105,6 +85,23 @@ func Guard() *sdk.Plugin {
 			}
 			return sdk.Result{Action: sdk.Block, Reason: v.Message, Rule: v.Rule}, nil
 		},
+	}
+}
+
+// engine holds the engine newEngine builds from the plugin's config: its
+// empty-config engine at first, then each config Configure accepts.
+func engine[E any](newEngine func([]byte) (*E, error)) (*atomic.Pointer[E], func(context.Context, json.RawMessage) error) {
+	var p atomic.Pointer[E]
+	if e, err := newEngine(nil); err == nil {
+		p.Store(e)
+	}
+	return &p, func(_ context.Context, config json.RawMessage) error {
+		e, err := newEngine(config)
+		if err != nil {
+			return err
+		}
+		p.Store(e)
+		return nil
 	}
 }
 
