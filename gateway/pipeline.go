@@ -24,17 +24,17 @@ import (
 //	upstream session  sessions.go      the upstream session that serves the
 //	                                   caller: the pool's, or its own
 //	                                   (per-client servers)
+//	pre-hooks         plugins.go       the pre hooks of the plugins that
+//	                                   cover the call: change, block or answer
 //	forward           mrtr.go          the upstream call (forward.go), across
 //	                                   protocol versions (the MRTR bridge,
 //	                                   bridge.go)
-//	plugin pre-hooks  plugins.go       the pre hooks of the plugins that
-//	                                   cover the call: change, block or answer
-//	forward           mrtr.go          (as above)
 //	rewrite           rewrite.go       names and URIs of the answer into the
 //	                                   client's namespace; the upstream's
 //	                                   not-found answers as the gateway's own
-//	plugin post-hooks plugins.go       the post hooks: change or block the
-//	                                   result
+//	post-hooks        plugins.go       the post hooks: change or block the
+//	                                   result (forward has returned: once per
+//	                                   call, whatever its rounds)
 //
 // observe is a receiving middleware of the SDK server, so that it also
 // covers the calls the SDK answers itself (a tool name it does not have,
@@ -61,7 +61,7 @@ import (
 // and rewrite.
 
 // callStages names the stages of the call pipeline, in order.
-var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "upstream session", "plugin pre-hooks", "forward", "rewrite", "plugin post-hooks"}
+var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "upstream session", "pre-hooks", "forward", "rewrite", "post-hooks"}
 
 // call is one call on its way through the pipeline: what each stage
 // learns, for the stages after it. One goroutine serves a call, so it
@@ -106,7 +106,7 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 		return zero, upstreamError(err)
 	}
 	h := g.hooks(ctx, &c, sessionID(req))
-	if h != nil { // plugin pre-hooks
+	if h != nil { // pre-hooks
 		var res R
 		var done bool
 		var err error
@@ -115,7 +115,7 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 		}
 	}
 	res, err := forward(ctx, g, m, req, c.route, c.snap)
-	if h != nil { // plugin post-hooks
+	if h != nil { // post-hooks
 		return pluginPost(ctx, h, res, err)
 	}
 	return res, err

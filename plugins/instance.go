@@ -63,7 +63,7 @@ type instance struct {
 	restarts int
 	started  time.Time
 
-	onUp      func() // called when a process comes up (list_post caches)
+	onUp      func() // called when a process with list_post comes up (list caches)
 	onRestart func() // counts restarts
 	stop      chan struct{}
 	stopped   chan struct{}
@@ -98,7 +98,7 @@ func (in *instance) supervise() {
 			in.known.Store(uint32(c.hooks) | knownBit)
 			in.cur.Store(c)
 			in.once.Do(func() { close(in.first) })
-			if in.onUp != nil {
+			if in.onUp != nil && c.hooks.has(ListPost) {
 				in.onUp()
 			}
 			select {
