@@ -11,12 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/loadgen"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -212,49 +211,23 @@ plugins:
 %s`, binary, plugin, fileSum(t, plugin), onError, config, extra)
 }
 
-// load runs sessions go-sdk sessions, each calling tool in a loop until
-// stop, and counts the calls and failures.
-type load struct {
-	calls, failures atomic.Int64
-	wg              sync.WaitGroup
-	stop            chan struct{}
-	firstErr        atomic.Value
-}
-
-func startLoad(t *testing.T, g *gatewayProc, sessions int, tool string) *load {
+// runLoad drives g's tool with the load tool's engine (internal/loadgen,
+// as manifold-bench runs it): 8 sessions sharing calls calls. The report
+// arrives on the channel when they are done.
+func runLoad(t *testing.T, g *gatewayProc, tool string, calls int) <-chan *loadgen.Report {
 	t.Helper()
-	l := &load{stop: make(chan struct{})}
-	for range sessions {
-		cs := connectHTTP(t, g, nil)
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "m" + strconv.Itoa(i)}})
-				cancel()
-				l.calls.Add(1)
-				if err != nil || res.IsError {
-					l.failures.Add(1)
-					if err != nil {
-						l.firstErr.CompareAndSwap(nil, err.Error())
-					}
-				}
-			}
-		}()
-	}
-	return l
-}
-
-func (l *load) end() (calls, failures int64) {
-	close(l.stop)
-	l.wg.Wait()
-	return l.calls.Load(), l.failures.Load()
+	done := make(chan *loadgen.Report, 1)
+	go func() {
+		rep, err := loadgen.Run(context.Background(), loadgen.Config{
+			Target: loadgen.Target{URL: g.url("/mcp")}, Sessions: 8, Calls: calls, Tool: tool,
+			Duration: 2 * time.Minute, CallTimeout: 10 * time.Second, ProtocolVersion: "2025-11-25",
+		})
+		if err != nil {
+			t.Errorf("load: %v", err)
+		}
+		done <- rep
+	}()
+	return done
 }
 
 // pluginChild returns the pid of the plugin process under the guard gpid
@@ -304,31 +277,32 @@ func TestPluginKilledUnderLoad(t *testing.T) {
 			waitForTool(t, g, "demo__echo")
 			st := pluginStatuses(t, g)["tp"]
 			child := pluginChild(t, st.PID)
-			l := startLoad(t, g, 8, "demo__echo")
-			time.Sleep(300 * time.Millisecond) // calls in flight
+			load := runLoad(t, g, "demo__echo", 4000)
+			time.Sleep(time.Second) // sessions connected, calls in flight
 			killed := time.Now()
 			if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			back := waitPluginBack(t, g, st.PID, killed)
-			time.Sleep(300 * time.Millisecond)
-			calls, failures := l.end()
-			t.Logf("%s: plugin back after %s; %d calls, %d failed (%v)", onError, back, calls, failures, l.firstErr.Load())
+			rep := <-load
+			if rep == nil {
+				t.FailNow()
+			}
+			t.Logf("%s: plugin back after %s; %d calls, %d failed %q; p50 %s", onError, back, rep.Calls, rep.Errors, rep.ErrorSamples, rep.Latency.P50)
 			if back > 2*time.Second {
 				t.Errorf("plugin back after %s; want within 2 s", back)
 			}
 			switch onError {
 			case "fail-open":
-				if failures != 0 {
-					t.Errorf("%d of %d fail-open calls failed: %v", failures, calls, l.firstErr.Load())
+				if rep.Errors != 0 {
+					t.Errorf("%d of %d fail-open calls failed: %q", rep.Errors, rep.Calls, rep.ErrorSamples)
 				}
 			case "fail-closed":
-				if msg, _ := l.firstErr.Load().(string); failures > 0 && !strings.Contains(msg, `plugin "tp" is unavailable (fail-closed)`) {
-					t.Errorf("fail-closed error = %q; want it to name the plugin", msg)
+				for _, msg := range rep.ErrorSamples {
+					if !strings.Contains(msg, `plugin "tp" is unavailable (fail-closed)`) {
+						t.Errorf("fail-closed error %q; want it to name the plugin", msg)
+					}
 				}
-			}
-			if calls == 0 {
-				t.Fatal("no calls made")
 			}
 			// The gateway serves on; then SIGKILL it: no plugin left.
 			cur := pluginStatuses(t, g)["tp"]
@@ -364,7 +338,7 @@ func TestPluginHotReloadUnderLoad(t *testing.T) {
 	waitForTool(t, g, "demo__echo")
 	waitForTool(t, g, "other__echo")
 	pid := pluginStatuses(t, g)["tp"].PID
-	l := startLoad(t, g, 8, "other__echo")
+	load := runLoad(t, g, "other__echo", 10000)
 	probe := connectHTTP(t, g, nil)
 	blocked := func(word string) bool {
 		_, err := probe.CallTool(ctxT(t, 10*time.Second), &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"message": word}})
@@ -396,9 +370,17 @@ func TestPluginHotReloadUnderLoad(t *testing.T) {
 	until("the added plugin blocks yyy", func() bool { return blocked("yyy") })
 	reload(write(`{block: zzz}`, ""))
 	until("the removed plugin no longer blocks", func() bool { return !blocked("yyy") })
-	calls, failures := l.end()
-	t.Logf("%d calls to the uncovered tool across the reloads, %d failed", calls, failures)
-	if failures != 0 || calls == 0 {
-		t.Errorf("%d of %d calls to the uncovered tool failed: %v", failures, calls, l.firstErr.Load())
+	select {
+	case <-load:
+		t.Fatal("the load ended before the reloads did: raise its calls")
+	default:
+	}
+	rep := <-load
+	if rep == nil {
+		t.FailNow()
+	}
+	t.Logf("%d calls to the uncovered tool across the reloads, %d failed; p50 %s", rep.Calls, rep.Errors, rep.Latency.P50)
+	if rep.Errors != 0 || rep.Completed == 0 {
+		t.Errorf("%d of %d calls to the uncovered tool failed: %q", rep.Errors, rep.Calls, rep.ErrorSamples)
 	}
 }
