@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +80,24 @@ func TestPluginHooksOnBothPaths(t *testing.T) {
 		}
 		if st := h.gw.Status(nil).Plugins; len(st) != 1 || !st[0].Up {
 			t.Errorf("status plugins = %+v", st)
+		}
+	})
+
+	t.Run("decisions in the audit record", func(t *testing.T) {
+		sink := newAuditSink(t, config.ArgumentsNone)
+		gw := newRawGateway(t, &Options{Audit: sink.log}, withPlugin, rawSpec{name: "alpha", server: demo.NewServer("alpha", nil)})
+		c := serveStdioLines(t, gw, "2025-11-25", `{}`)
+		c.call("1", callLine("1", "alpha__echo", `{"message":"a secret"}`))
+		c.call("2", callLine("2", "alpha__echo", `{"message":"/etc/passwd"}`))
+		recs := sink.records(t)
+		if len(recs) != 2 {
+			t.Fatalf("records = %v", recs)
+		}
+		got := fmt.Sprint(recs[0]["plugins"], " ", recs[1]["plugins"])
+		for _, want := range []string{"action:modify", "counts:map[word:1]", "hook:tool_post_call", "action:block", "rule:test", "hook:tool_pre_call", "plugin:tp"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("plugins in the records = %s; want %s", got, want)
+			}
 		}
 	})
 

@@ -15,6 +15,10 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/policy"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 )
@@ -262,5 +266,43 @@ func TestChangedBinaryIsSwappedAfterItsHealthCheck(t *testing.T) {
 	h.Apply(context.Background(), []config.Plugin{bad}, 1<<20)
 	if got := h.Status()[0]; !got.Up || got.PID != st.PID {
 		t.Errorf("status after a failed replacement = %+v; want pid %s still up", got, st.PID)
+	}
+}
+
+func TestHookCallsAreTracedAndMeasured(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	h := New(&Options{Logger: zaptest.NewLogger(t),
+		Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test"),
+		Meter:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")})
+	t.Cleanup(func() { h.Close(context.Background()) })
+	h.Apply(context.Background(), []config.Plugin{testPluginConfig(t, "p", `{"block":"x"}`)}, 1<<20)
+	_, _ = h.Chain().Pre(context.Background(), toolTarget, []byte(`"x"`))
+
+	ended := spans.Ended()
+	if len(ended) != 1 || ended[0].Name() != "plugin tool_pre_call" {
+		t.Fatalf("spans = %v; want one per hook call", ended)
+	}
+	attrs := map[string]string{}
+	for _, a := range ended[0].Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if attrs["manifold.plugin"] != "p" || attrs["manifold.plugin.outcome"] != "BLOCK" {
+		t.Errorf("span attributes = %v", attrs)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "manifold.plugin.hook.duration" {
+				found = len(h.DataPoints) == 1 && h.DataPoints[0].Count == 1
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no hook latency recorded: %+v", rm.ScopeMetrics)
 	}
 }

@@ -39,8 +39,11 @@ type conn struct {
 	rpc    proto.PluginClient
 	run    *procRunner
 	hooks  hookSet
-	// inflight are the hook calls on conn; Kill waits for them.
-	inflight sync.WaitGroup
+	// calls is held for reading by each hook call on conn, and for
+	// writing by drain, which so waits for them; closed (under calls) ends
+	// new ones.
+	calls  sync.RWMutex
+	closed bool
 }
 
 // instance supervises one plugin: it keeps a process running (restarting
@@ -228,8 +231,11 @@ func (in *instance) call(ctx context.Context, req *proto.HookRequest) (*proto.Ho
 	if c == nil {
 		return nil, ErrDown
 	}
-	c.inflight.Add(1)
-	defer c.inflight.Done()
+	c.calls.RLock()
+	defer c.calls.RUnlock()
+	if c.closed {
+		return nil, ErrDown
+	}
 	ctx, cancel := context.WithTimeout(ctx, in.cfg.Load().Timeout)
 	defer cancel()
 	return c.rpc.Hook(ctx, req)
@@ -260,7 +266,9 @@ func (in *instance) ping(d time.Duration) error {
 // timeout), then kills its process: go-plugin's Kill stops the gRPC
 // server at once.
 func (in *instance) drain(c *conn) {
-	c.inflight.Wait()
+	c.calls.Lock()
+	c.closed = true
+	c.calls.Unlock()
 	c.client.Kill()
 }
 
