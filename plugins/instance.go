@@ -66,7 +66,7 @@ type instance struct {
 	restarts int
 	started  time.Time
 
-	onUp      func() // called when a process with list_post comes up (list caches)
+	onUp      func() // called when a process with list_post comes up or goes (list caches)
 	onRestart func() // counts restarts
 	stop      chan struct{}
 	stopped   chan struct{}
@@ -112,6 +112,9 @@ func (in *instance) supervise() {
 			case <-c.run.Exited():
 			}
 			in.cur.Store(nil)
+			if in.onUp != nil && c.hooks.has(ListPost) {
+				in.onUp() // what it covers is hidden or shown as its onError says
+			}
 			in.drain(c)
 			in.setErr(errors.New("plugin process exited"))
 			in.log.Warn("plugin process exited; restarting")
