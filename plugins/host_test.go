@@ -285,7 +285,7 @@ func TestHookCallsAreTracedAndMeasured(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range ended[0].Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.AsString()
 	}
 	if attrs["manifold.plugin"] != "p" || attrs["manifold.plugin.outcome"] != "BLOCK" {
 		t.Errorf("span attributes = %v", attrs)
