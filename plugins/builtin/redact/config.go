@@ -84,12 +84,8 @@ var (
 // custom pattern and results only. Every problem in config is reported at
 // once, each naming its key.
 func New(config []byte) (*Redactor, error) {
-	cfg, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+	cfg, errs := parseConfig(config)
 	r := &Redactor{arguments: cfg.Arguments, kinds: builtinKinds[:]}
-	var errs []error
 	if cfg.Detectors == nil {
 		for k := range numBuiltin {
 			r.enabled[k] = true
@@ -152,8 +148,9 @@ func New(config []byte) (*Redactor, error) {
 	return r, nil
 }
 
-// parseConfig decodes config, naming every unknown key.
-func parseConfig(raw []byte) (config, error) {
+// parseConfig decodes config, naming every unknown key and badly typed
+// value; what decoded is in the config either way.
+func parseConfig(raw []byte) (config, []error) {
 	var cfg config
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -161,7 +158,7 @@ func parseConfig(raw []byte) (config, error) {
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &members); err != nil {
-		return cfg, fmt.Errorf("redact: config is not a JSON object: %w", err)
+		return cfg, []error{fmt.Errorf("redact: config is not a JSON object: %w", err)}
 	}
 	errs := unknownKeys("", members, configKeys)
 	if c, ok := members["custom"]; ok {
@@ -179,7 +176,7 @@ func parseConfig(raw []byte) (config, error) {
 		}
 		errs = append(errs, fmt.Errorf("redact: %w", err))
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, errs
 }
 
 // unknownKeys names each key of members not in known, sorted.

@@ -28,9 +28,12 @@ type Redactor struct {
 	kinds     []string // kind index → name: the built-ins, then custom
 	markers   [][]byte // kind index → its marker
 	arguments bool
-	// starts marks the bytes at which a word-start detector may begin
-	// (see scanWords); a byte with no mark costs one table lookup.
-	starts [256]uint8
+	// starts marks the bytes at which a word-start detector may begin,
+	// symbols those at which one hinges (see scan); tokens lists the
+	// enabled tokenSpecs by the first byte of their prefix.
+	starts  [256]uint8
+	symbols [256]bool
+	tokens  [256][]uint8
 }
 
 // customDetector is one `custom:` pattern.
@@ -137,16 +140,16 @@ func validate(raw []byte) error {
 func stringEnd(raw []byte, start int) (end int, escaped bool) {
 	i := start + 1
 	for {
-		j := bytes.IndexAny(raw[i:], `"\`)
-		if j < 0 {
+		q := bytes.IndexByte(raw[i:], '"')
+		if q < 0 {
 			return len(raw), escaped // unreachable for validated input
 		}
-		i += j
-		if raw[i] == '"' {
-			return i + 1, escaped
+		b := bytes.IndexByte(raw[i:i+q], '\\')
+		if b < 0 {
+			return i + q + 1, escaped
 		}
 		escaped = true
-		i += 2
+		i += b + 2
 	}
 }
 
@@ -257,8 +260,7 @@ func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool
 // finding inside another is dropped; of two that overlap in part the kind
 // listed first wins.
 func (r *Redactor) find(ms []match, text []byte) []match {
-	ms = r.scanWords(ms, text)
-	ms = r.scanSymbols(ms, text)
+	ms = r.scan(ms, text)
 	for i := range r.custom {
 		ms = r.custom[i].find(ms, text)
 	}

@@ -73,9 +73,9 @@ func charset(chars string) *[256]bool {
 // right after it means a longer word, which is not the token.
 func (r *Redactor) token(s []byte, i int) (end, kind int) {
 	rest := s[i:]
-	for k := range tokenSpecs {
+	for _, k := range r.tokens[s[i]] {
 		t := &tokenSpecs[k]
-		if !r.enabled[t.kind] || !bytes.HasPrefix(rest, []byte(t.prefix)) {
+		if !bytes.HasPrefix(rest, []byte(t.prefix)) {
 			continue
 		}
 		j := len(t.prefix)
@@ -215,6 +215,9 @@ func (r *Redactor) assignmentAt(s []byte, sep int) (start, end, kind int) {
 	return start, end, kindGenericSecret
 }
 
+// nameEnds marks the last letters of secretNames, either case.
+var nameEnds = charset("dtnylsDTNYLS")
+
 // secretName reads the name before the separator at s[sep] (past blanks and
 // a closing quote) and returns how long its normalized ending in *name is
 // when it names a secret (else 0), and whether it names an AWS secret
@@ -226,6 +229,9 @@ func secretName(s []byte, sep int, name *[32]byte) (n int, aws bool) {
 	}
 	if i > 0 && (s[i-1] == '"' || s[i-1] == '\'' || s[i-1] == '`') {
 		i--
+	}
+	if i == 0 || !nameEnds[s[i-1]] {
+		return 0, false // the quick answer for most separators
 	}
 	// Walk the name backwards, keeping its last 32 letters and digits,
 	// lower-cased, in order at the end of name; `_`, `-` and `.` are
