@@ -50,11 +50,13 @@
 //     path out to test every value.
 //   - message: the error the client sees (default: `blocked by guard rule
 //     "<name>"`).
-//   - exactly one matcher:
+//
+// And exactly one matcher:
+//
 //   - regex: RE2, blocks a value it finds a match in (anchor with ^…$).
 //   - glob: path.Match over the whole value.
 //   - pathTraversal: true, or {sensitiveRoots: [absolute paths]}: blocks a
-//     `..` path segment, also percent-encoded (once or twice), as %uXXXX,
+//     `..` path segment, also percent-encoded (up to three times), as %uXXXX,
 //     overlong UTF-8 or full-width characters, with `\` separators, `..;`,
 //     or Windows' trailing dots and spaces; with sensitiveRoots, also an
 //     absolute path at or below one of them (`/etc/shadow`, `//etc/./x`,

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
-	"sort"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -258,7 +258,8 @@ func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool
 
 // find appends to ms the findings in text, sorted and without overlaps: a
 // finding inside another is dropped; of two that overlap in part the kind
-// listed first wins.
+// listed first wins. Findings that overlap a marker already in text are
+// dropped.
 func (r *Redactor) find(ms []match, text []byte) []match {
 	ms = r.scan(ms, text)
 	for i := range r.custom {
@@ -267,20 +268,19 @@ func (r *Redactor) find(ms []match, text []byte) []match {
 	if len(ms) == 0 {
 		return ms
 	}
+	slices.SortFunc(ms, func(a, b match) int {
+		if a.start != b.start {
+			return a.start - b.start
+		}
+		if a.end != b.end {
+			return b.end - a.end
+		}
+		return a.kind - b.kind
+	})
 	ms = dropInMarkers(ms, text)
 	if len(ms) < 2 {
 		return ms
 	}
-	sort.Slice(ms, func(i, j int) bool {
-		a, b := ms[i], ms[j]
-		if a.start != b.start {
-			return a.start < b.start
-		}
-		if a.end != b.end {
-			return a.end > b.end
-		}
-		return a.kind < b.kind
-	})
 	kept := ms[:1]
 	for _, m := range ms[1:] {
 		last := &kept[len(kept)-1]
@@ -296,56 +296,44 @@ func (r *Redactor) find(ms []match, text []byte) []match {
 	return kept
 }
 
-// dropInMarkers removes the findings that overlap a marker already in
-// text.
+// dropInMarkers removes the findings (sorted by start) that overlap a
+// marker already in text, in one pass over both.
 func dropInMarkers(ms []match, text []byte) []match {
-	if bytes.Index(text, []byte(markerOpen)) < 0 {
+	start, end := nextMarker(text, 0)
+	if start < 0 {
 		return ms
 	}
 	kept := ms[:0]
 	for _, m := range ms {
-		if !overlapsMarker(text, m) {
+		for start >= 0 && end <= m.start {
+			start, end = nextMarker(text, end)
+		}
+		if start < 0 || start >= m.end {
 			kept = append(kept, m)
 		}
 	}
 	return kept
 }
 
-// overlapsMarker reports whether m overlaps `[REDACTED:<name>]` in text.
-func overlapsMarker(text []byte, m match) bool {
-	for i := 0; ; {
-		j := bytes.Index(text[i:], []byte(markerOpen))
+// nextMarker returns where the first marker in text[from:] starts and
+// ends, or -1: `[REDACTED:` then a kind name then `]`.
+func nextMarker(text []byte, from int) (start, end int) {
+	for {
+		j := bytes.Index(text[from:], []byte(markerOpen))
 		if j < 0 {
-			return false
+			return -1, -1
 		}
-		start := i + j
-		end := markerEnd(text, start)
-		if end < 0 {
-			i = start + 1
-			continue
+		start = from + j
+		i := start + len(markerOpen)
+		k := i
+		for k < len(text) && (lower(text[k]) || digit(text[k]) || text[k] == '_') {
+			k++
 		}
-		if start < m.end && m.start < end {
-			return true
+		if k > i && k < len(text) && text[k] == ']' {
+			return start, k + 1
 		}
-		if start >= m.end {
-			return false
-		}
-		i = end
+		from = start + 1
 	}
-}
-
-// markerEnd returns the end of the marker at text[start], or -1 when the
-// text there is not one: `[REDACTED:` then a kind name then `]`.
-func markerEnd(text []byte, start int) int {
-	i := start + len(markerOpen)
-	j := i
-	for j < len(text) && (lower(text[j]) || digit(text[j]) || text[j] == '_') {
-		j++
-	}
-	if j == i || j >= len(text) || text[j] != ']' {
-		return -1
-	}
-	return j + 1
 }
 
 // find appends the pattern's matches in text: the first capturing group's

@@ -122,6 +122,8 @@ func TestPrivateKey(t *testing.T) {
 		{name: "PGP", in: "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBFAKE\n-----END PGP PRIVATE KEY BLOCK-----", want: "[REDACTED:private_key]"},
 		{name: "cut short", in: "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIFAKE\nMORE\n(truncated)", want: "[REDACTED:private_key](truncated)"},
 		{name: "certificate is public", in: cert, want: cert},
+		{name: "END of another label", in: "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END EC PRIVATE KEY----- tail", want: "[REDACTED:private_key]"},
+		{name: "a cut-off key before a whole one", in: "-----BEGIN EC PRIVATE KEY-----\nMHc\n(cut) then " + fakePEM + " end", want: "[REDACTED:private_key](cut) then [REDACTED:private_key] end"},
 		{name: "public key is public", in: "-----BEGIN PUBLIC KEY-----\nMIIFAKE\n-----END PUBLIC KEY-----", want: "-----BEGIN PUBLIC KEY-----\nMIIFAKE\n-----END PUBLIC KEY-----"},
 	})
 }
@@ -153,6 +155,8 @@ func TestAssignments(t *testing.T) {
 		{name: "name continues", in: "password_reset_url: https://example.com/reset/q8Jf3kLx92", want: "password_reset_url: https://example.com/reset/q8Jf3kLx92"},
 		{name: "comparison", in: "if password == q8Jf3kLx92mZp0Rt", want: "if password == q8Jf3kLx92mZp0Rt"},
 		{name: "short", in: "token=aB3$", want: "token=aB3$"},
+		{name: "chained assignments", in: "token=q8Jf3kLx92mZp0Rt=x", want: "token=[REDACTED:generic_secret]=x"},
+		{name: "base64 padding kept", in: "secret: q8Jf3kLx92mZp0Rt==", want: "secret: [REDACTED:generic_secret]"},
 	})
 	testDetector(t, "aws_secret_key", []detectorCase{
 		{name: "credentials file", in: "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", want: "aws_secret_access_key = [REDACTED:aws_secret_key]"},

@@ -64,11 +64,12 @@ func (r *Redactor) prepare() {
 
 // scan appends the findings of the built-in detectors in s.
 func (r *Redactor) scan(ms []match, s []byte) []match {
+	noEnd := len(s) // see privateKeyAt
 	for i := 0; i < len(s); {
 		c := s[i]
 		if !alnum[c] {
 			if r.symbols[c] {
-				ms = r.atSymbol(ms, s, i)
+				ms = r.atSymbol(ms, s, i, &noEnd)
 			}
 			i++
 			continue
@@ -114,8 +115,9 @@ func (r *Redactor) atWord(ms []match, s []byte, i int, what uint8) []match {
 	return ms
 }
 
-// atSymbol appends what the detectors find at the symbol s[i].
-func (r *Redactor) atSymbol(ms []match, s []byte, i int) []match {
+// atSymbol appends what the detectors find at the symbol s[i]; noEnd is
+// privateKeyAt's.
+func (r *Redactor) atSymbol(ms []match, s []byte, i int, noEnd *int) []match {
 	switch s[i] {
 	case '@':
 		if start, end := emailAt(s, i); end > 0 {
@@ -123,7 +125,7 @@ func (r *Redactor) atSymbol(ms []match, s []byte, i int) []match {
 		}
 	case '-':
 		if bytes.HasPrefix(s[i:], []byte(pemBegin)) {
-			if end := privateKeyAt(s, i); end > 0 {
+			if end := privateKeyAt(s, i, noEnd); end > 0 {
 				ms = append(ms, match{start: i, end: end, kind: kindPrivateKey})
 			}
 		}
