@@ -66,8 +66,11 @@ func normalizePath(v string) string {
 		}
 		v = d
 	}
-	if strings.ContainsAny(v, "\xc0\xe0\uff0e\uff0f\uff3c\u2215\u2216") {
-		v = lookalikes.Replace(v)
+	for i := range len(v) {
+		if v[i] >= utf8.RuneSelf {
+			v = lookalikes.Replace(v)
+			break
+		}
 	}
 	v = strings.ReplaceAll(v, `\`, "/")
 	for strings.Contains(v, "//") {
@@ -118,16 +121,12 @@ func percentDecode(v string) string {
 	return b.String()
 }
 
+// unhex is the value of the hex digit c, or -1.
 func unhex(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'a' <= c && c <= 'f':
-		return int(c-'a') + 10
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
+	if c < '0' {
+		return -1
 	}
-	return -1
+	return strings.IndexByte("0123456789abcdef", c|0x20) // c|0x20: 'A' to 'a'; digits keep
 }
 
 // dotDot reports whether p (normalized) holds `..` as a path segment: at

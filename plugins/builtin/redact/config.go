@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -179,16 +179,19 @@ func parseConfig(raw []byte) (config, []error) {
 	return cfg, errs
 }
 
-// unknownKeys names each key of members not in known, sorted.
-func unknownKeys(prefix string, members map[string]json.RawMessage, known []string) []error {
-	var errs []error
-	for key := range members {
+// unknownKeys returns one error naming, in order, the keys of members
+// (those of the object at path) that are not in known, or none.
+func unknownKeys(path string, members map[string]json.RawMessage, known []string) []error {
+	var unknown []string
+	for _, key := range slices.Sorted(maps.Keys(members)) {
 		if !slices.Contains(known, key) {
-			errs = append(errs, fmt.Errorf("redact: %s%s: unknown key (want one of %s)", prefix, key, strings.Join(known, ", ")))
+			unknown = append(unknown, path+key)
 		}
 	}
-	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
-	return errs
+	if unknown == nil {
+		return nil
+	}
+	return []error{fmt.Errorf("redact: unknown key %s (want %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))}
 }
 
 func derefList(p *[]string) []string {

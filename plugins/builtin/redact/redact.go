@@ -68,7 +68,6 @@ func (r *Redactor) Kinds() []string {
 type scratch struct {
 	text    []byte  // a string value, decoded
 	matches []match // findings in text
-	edited  []byte  // text with its findings replaced
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -228,7 +227,7 @@ type match struct {
 // with `]`, where the original text ended with a letter).
 const maxRounds = 8
 
-// redactText returns text with its findings replaced (in sc.edited) and
+// redactText returns text with its findings replaced and
 // whether there were any, adding them to *n.
 func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool) {
 	found := false
@@ -240,8 +239,8 @@ func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool
 		if *n == nil {
 			*n = Counts{}
 		}
-		// text may be sc.edited from the previous round: build the next
-		// one in a fresh slice and keep the old array for the round after.
+		// Each round builds its text afresh: the previous round's text
+		// is what it reads.
 		next := make([]byte, 0, len(text)+32*len(sc.matches))
 		at := 0
 		for _, m := range sc.matches {
@@ -339,7 +338,7 @@ func nextMarker(text []byte, from int) (start, end int) {
 // find appends the pattern's matches in text: the first capturing group's
 // text when the pattern has one that took part, else the whole match.
 func (c *customDetector) find(ms []match, text []byte) []match {
-	if len(c.prefix) > 0 && bytes.Index(text, c.prefix) < 0 {
+	if len(c.prefix) > 0 && !bytes.Contains(text, c.prefix) {
 		return ms
 	}
 	for _, loc := range c.re.FindAllSubmatchIndex(text, -1) {

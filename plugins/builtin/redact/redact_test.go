@@ -259,6 +259,20 @@ func TestCustom(t *testing.T) {
 	}
 }
 
+func TestMarkersAreNotRedactedAgain(t *testing.T) {
+	r, err := New([]byte(`{"detectors":[],"custom":[{"name":"caps","pattern":"[A-Z]{8}"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, n := redactString(t, r, "[REDACTED:email] ABCDEFGH [REDACTED:x")
+	if want := "[REDACTED:email] [REDACTED:caps] [[REDACTED:caps]:x"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if n["caps"] != 2 {
+		t.Errorf("counts %v", n)
+	}
+}
+
 func TestJSONDocuments(t *testing.T) {
 	r, err := New(nil)
 	if err != nil {
@@ -364,11 +378,11 @@ func TestNewConfig(t *testing.T) {
 		{name: "groups", config: `{"detectors":["pii"]}`, kinds: []string{"email", "phone", "card_number", "iban"}},
 		{name: "kinds and arguments", config: `{"detectors":["jwt","email"],"arguments":true}`, kinds: []string{"jwt", "email"}, arguments: true},
 		{name: "custom only", config: `{"detectors":[],"custom":[{"name":"ticket","pattern":"T-[0-9]+"}]}`, kinds: []string{"ticket"}},
-		{name: "unknown key", config: `{"detector":["pii"],"argument":true}`, err: []string{"detector: unknown key", "argument: unknown key"}},
+		{name: "unknown key", config: `{"detector":["pii"],"argument":true}`, err: []string{"unknown key argument, detector"}},
 		{name: "unknown detector", config: `{"detectors":["secrets","emails"]}`, err: []string{`detectors[1]: unknown detector "emails"`}},
 		{name: "custom errors", config: `{"custom":[{"name":"Bad Name","pattern":"("},{"name":"email","pattern":"x*"},{"pattern":"a","flags":"i"}]}`,
 			err: []string{`custom[0].name: "Bad Name"`, "custom[0].pattern: error parsing regexp", `custom[1].name: "email" is a built-in`,
-				"custom[1].pattern: \"x*\" matches the empty string", "custom[2].name: missing", "custom[2].flags: unknown key"}},
+				"custom[1].pattern: \"x*\" matches the empty string", "custom[2].name: missing", "unknown key custom[2].flags"}},
 		{name: "wrong type", config: `{"arguments":"yes"}`, err: []string{"arguments: want bool"}},
 		{name: "not an object", config: `[]`, err: []string{"not a JSON object"}},
 	} {
