@@ -66,6 +66,10 @@
 //	iban         a registered country's length, compact or in groups of four,
 //	             passing the mod-97 check (capital letters only)
 //
+// A string that is base64 alone, 128 bytes or longer (a resource's blob, an
+// image), is data and is not searched: detectors would find only chance
+// matches in it, and replacing one would corrupt it.
+//
 // Findings are found in each string's decoded text, one pass per string
 // over word starts and a few symbols (see scan.go); a document with nothing
 // to find is not copied. Where two findings overlap the earlier kind in the

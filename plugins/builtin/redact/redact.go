@@ -103,6 +103,9 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 			sc.text = unescape(sc.text[:0], inner)
 			text = sc.text
 		}
+		if binary(text) {
+			continue
+		}
 		edited, found := r.redactText(sc, text, &n)
 		if !found {
 			continue
@@ -118,6 +121,34 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 		return raw, nil, nil
 	}
 	return append(out, raw[copied:]...), n, nil
+}
+
+// minBinary is the length from which a string of base64 alone is taken
+// for binary data (see binary): 96 bytes encoded.
+const minBinary = 128
+
+var base64Std = charset(alnumChars + "+/")
+
+// binary reports whether text is base64 data, such as a resource's blob or
+// an image: only the standard alphabet, padded to a multiple of four, at
+// least minBinary bytes. The detectors would find only chance matches in
+// it, and replacing one would corrupt the data, so it is not searched.
+// (Text that was base64-encoded is not decoded either: it is data to the
+// gateway.)
+func binary(text []byte) bool {
+	if len(text) < minBinary || len(text)%4 != 0 {
+		return false
+	}
+	n := len(text)
+	for k := 0; k < 2 && text[n-1] == '='; k++ {
+		n--
+	}
+	for _, c := range text[:n] {
+		if !base64Std[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // validate reports whether raw is one JSON value. The envelope scanner is

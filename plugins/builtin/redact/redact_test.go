@@ -307,6 +307,23 @@ func TestJSONDocuments(t *testing.T) {
 			counts: Counts{"email": 1},
 		},
 		{name: "scalar", in: `42`, want: `42`},
+		{
+			name: "base64 blob is data",
+			in:   `{"blob":"` + strings.Repeat("AAAA", 30) + `+AKIAIOSFODNN7EXAMPLE+4111111111111111/AAA=="}`,
+			want: `{"blob":"` + strings.Repeat("AAAA", 30) + `+AKIAIOSFODNN7EXAMPLE+4111111111111111/AAA=="}`,
+		},
+		{
+			name:   "short base64 is text",
+			in:     `{"v":"+AKIAIOSFODNN7EXAMPLE+AA=="}`,
+			want:   `{"v":"+[REDACTED:aws_access_key]+AA=="}`,
+			counts: Counts{"aws_access_key": 1},
+		},
+		{
+			name:   "text with a space is not base64",
+			in:     `{"v":"` + strings.Repeat("AAAA", 30) + ` AKIAIOSFODNN7EXAMPLE"}`,
+			want:   `{"v":"` + strings.Repeat("AAAA", 30) + ` [REDACTED:aws_access_key]"}`,
+			counts: Counts{"aws_access_key": 1},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, n, err := r.JSON([]byte(tc.in))
