@@ -143,6 +143,7 @@ func TestAssignments(t *testing.T) {
 	testDetector(t, "generic_secret", []detectorCase{
 		{name: "env", in: "DB_PASSWORD=Xk9mQ2vL7pR4wZ\nHOST=db", want: "DB_PASSWORD=[REDACTED:generic_secret]\nHOST=db"},
 		{name: "json in text", in: `{"api_key": "q8Jf3kLx92mZp0Rt"}`, want: `{"api_key": "[REDACTED:generic_secret]"}`},
+		{name: "json in a json string in text", in: `{\"api_key\":\"q8Jf3kLx92mZp0Rt\"}`, want: `{\"api_key\":\"[REDACTED:generic_secret]\"}`},
 		{name: "yaml", in: "client_secret: 'S3cr3t-Passw0rd!x'", want: "client_secret: '[REDACTED:generic_secret]'"},
 		{name: "flag", in: "--token=f00dBABEcafe1234beef", want: "--token=[REDACTED:generic_secret]"},
 		{name: "bearer header", in: "Authorization: Bearer q8Jf3kLx92mZp0Rt", want: "Authorization: Bearer [REDACTED:generic_secret]"},

@@ -249,6 +249,9 @@ func secretName(s []byte, sep int, name *[32]byte) (n int, aws bool) {
 	}
 	if i > 0 && (s[i-1] == '"' || s[i-1] == '\'' || s[i-1] == '`') {
 		i--
+		if i > 0 && s[i-1] == '\\' {
+			i-- // JSON inside a JSON string: {\"password\": \"…\"}
+		}
 	}
 	if i == 0 || !nameEnds[s[i-1]] {
 		return 0, false // the quick answer for most separators
@@ -291,9 +294,15 @@ func assignedValue(s []byte, vs int) (start, end int) {
 		vs++
 	}
 	var quote byte
+	escaped := vs+1 < len(s) && s[vs] == '\\' // JSON inside a JSON string
+	if escaped {
+		vs++
+	}
 	if vs < len(s) && (s[vs] == '"' || s[vs] == '\'' || s[vs] == '`') {
 		quote = s[vs]
 		vs++
+	} else if escaped {
+		vs--
 	}
 	for _, scheme := range []string{"Bearer ", "bearer ", "Basic ", "basic ", "Token ", "token "} {
 		if bytes.HasPrefix(s[vs:], []byte(scheme)) {
@@ -312,6 +321,9 @@ func assignedValue(s []byte, vs int) (start, end int) {
 			break // the next assignment (a=b=c); base64's padding ends a value
 		}
 		end++
+	}
+	if escaped && quote != 0 && end > vs && s[end-1] == '\\' {
+		end-- // the backslash of the closing \"
 	}
 	return vs, end
 }
