@@ -58,7 +58,7 @@
 //   - pathTraversal: true, or {sensitiveRoots: [absolute paths]}: blocks a
 //     `..` path segment, also percent-encoded (up to three times), as %uXXXX,
 //     overlong UTF-8 or full-width characters, with `\` separators, `..;`,
-//     or Windows' trailing dots and spaces; with sensitiveRoots, also an
+//     or Windows' trailing blanks; with sensitiveRoots, also an
 //     absolute path at or below one of them (`/etc/shadow`, `//etc/./x`,
 //     `file:///etc/hosts`; drive-letter roots without case).
 //   - shellMetacharacters: true: blocks ; | & $( ` > < and line breaks.

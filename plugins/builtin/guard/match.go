@@ -129,10 +129,12 @@ func unhex(c byte) int {
 	return strings.IndexByte("0123456789abcdef", c|0x20) // c|0x20: 'A' to 'a'; digits keep
 }
 
-// dotDot reports whether p (normalized) holds `..` as a path segment: at
-// the start or after a slash, blank, quote, `=` or `:` (so `cat ../x` and
-// `--file=../x` count), and at the end or before a slash or `;` (Tomcat's
-// `..;/`). Trailing blanks and dots are ignored as Windows ignores them.
+// dotDot reports whether p (normalized) holds `..` as a path segment: not
+// inside a file name, so at the start or after a byte that is not part of
+// one (a slash, a blank, a quote, `=` as in `--file=../x`), and at the end
+// or before a slash, a blank, a quote or `;` (Tomcat's `..;/`); blanks
+// after it are ignored as Windows ignores them (`.. /`). Three dots or
+// more are not `..`.
 func dotDot(p string) bool {
 	for i := 0; ; {
 		j := strings.Index(p[i:], "..")
@@ -141,12 +143,12 @@ func dotDot(p string) bool {
 		}
 		at := i + j
 		end := at + 2
-		for end < len(p) && (p[end] == '.' || p[end] == ' ') {
+		for end < len(p) && p[end] == ' ' {
 			end++
 		}
-		before := at == 0 || strings.IndexByte("/ \t\n'\"=:", p[at-1]) >= 0
-		after := end == len(p) || p[end] == '/' || p[end] == ';'
-		if before && after && !strings.HasPrefix(p[at:end], "...") {
+		before := at == 0 || !pathChar(p[at-1])
+		after := end == len(p) || strings.IndexByte("/;\t\n\r'\"`", p[end]) >= 0 || p[end-1] == ' '
+		if before && after && !strings.HasPrefix(p[at:], "...") {
 			return true
 		}
 		i = at + 1
