@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +56,36 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		_, _ = g.Check("files__read", []byte(`{"path":"../x","url":"http://a@b/","n":22}`))
+	})
+}
+
+// FuzzURLAllowList checks the allow-list against Go's URL parser, which a
+// fetching tool written in Go would use: whatever host net/url reads in a
+// value, the matcher blocks the value when that host is not allowed.
+func FuzzURLAllowList(f *testing.F) {
+	for _, s := range []string{
+		"https://example.com/x", "http://example.com@evil.com/", "http://evil.com#@example.com",
+		"http://example.com:80@evil.com", "HTTP://EVIL.COM", "http://%65vil.com/", "http://[::2]/",
+		"https://a.example.org.", "ftp://evil.com", "http:evil.com", "http:/evil.com",
+	} {
+		f.Add(s)
+	}
+	m, err := compileAllowList([]string{"example.com", "*.example.org", "[::1]"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	allow := m.(allowListMatcher)
+	f.Fuzz(func(t *testing.T, v string) {
+		u, err := url.Parse(v)
+		if err != nil || u.Host == "" {
+			return
+		}
+		host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+		if host == "" || strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" && net.ParseIP(host) == nil {
+			return // no name a resolver would look up (net/url lets `"`, `$`, … through)
+		}
+		if !allow.allowed(host) && !allow.match(v) {
+			t.Fatalf("%q: net/url reads host %q, which is not allowed, but the value passes", v, host)
+		}
 	})
 }

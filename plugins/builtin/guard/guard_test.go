@@ -88,6 +88,9 @@ func TestCheck(t *testing.T) {
 		{name: "other scheme", tool: "web__fetch", args: `{"url":"gopher://evil.com/"}`, rule: "fetch-allow-list"},
 		{name: "header below a path", tool: "web__fetch", args: `{"url":"https://example.com","headers":{"Referer":"https://evil.com"}}`, rule: "fetch-allow-list"},
 		{name: "not a URL", tool: "web__fetch", args: `{"url":"see docs: it works"}`},
+		{name: "scheme-relative", tool: "web__fetch", args: `{"url":"//evil.com/x"}`, rule: "fetch-allow-list"},
+		{name: "scheme-relative, backslashes", tool: "web__fetch", args: `{"url":"\\\\evil.com"}`, rule: "fetch-allow-list"},
+		{name: "scheme-relative, allowed", tool: "web__fetch", args: `{"url":"//example.com/x"}`},
 		{name: "tool glob", tool: "web__image_url", args: `{"url":"https://evil.com"}`, rule: "fetch-allow-list"},
 
 		{name: "glob on every tool", tool: "any__tool", args: `{"file":"prod.env"}`, rule: "no-dotenv"},

@@ -226,6 +226,13 @@ func (m allowListMatcher) match(v string) bool {
 	if strings.ContainsAny(v, "\t\n\r") {
 		v = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(v)
 	}
+	if t := strings.TrimLeft(v, " "); len(t) > 2 && (t[0] == '/' || t[0] == '\\') && (t[1] == '/' || t[1] == '\\') {
+		// A value that is a scheme-relative URL (//evil.com/x): resolved
+		// against an http base, it names that host.
+		if host, ok := authorityHost(t, 2); ok && !m.allowed(host) {
+			return true
+		}
+	}
 	for i := 0; ; {
 		j := strings.IndexByte(v[i:], ':')
 		if j < 0 {
@@ -281,6 +288,12 @@ func urlHost(v string, colon int) (string, bool) {
 	if !special && !strings.HasPrefix(v[colon+1:], "//") {
 		return "", false
 	}
+	return authorityHost(v, a)
+}
+
+// authorityHost returns the host of the authority that starts at v[a] and
+// whether it is not empty.
+func authorityHost(v string, a int) (string, bool) {
 	end := a
 	for end < len(v) && strings.IndexByte("/\\?# \"'<>`", v[end]) < 0 {
 		end++
