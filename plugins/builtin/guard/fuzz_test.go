@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"path"
 	"strings"
 	"testing"
 )
@@ -86,6 +87,27 @@ func FuzzURLAllowList(f *testing.F) {
 		}
 		if !allow.allowed(host) && !allow.match(v) {
 			t.Fatalf("%q: net/url reads host %q, which is not allowed, but the value passes", v, host)
+		}
+	})
+}
+
+// FuzzPathTraversal checks pathTraversal against path.Clean: a value that
+// cleans to a path above its start, or to one under a sensitive root, is
+// blocked.
+func FuzzPathTraversal(f *testing.F) {
+	for _, s := range []string{"../../etc/passwd", "a/./../..", "/etc//shadow", "/tmp/../etc/x", "a/b/..", "/./etc", "x/..../y"} {
+		f.Add(s)
+	}
+	m, err := compileTraversal([]byte(`{"sensitiveRoots":["/etc"]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		c := path.Clean(v)
+		escapes := c == ".." || strings.HasPrefix(c, "../")
+		sensitive := c == "/etc" || strings.HasPrefix(c, "/etc/")
+		if (escapes || sensitive) && !m.match(v) {
+			t.Fatalf("%q cleans to %q, but the value passes", v, c)
 		}
 	})
 }
