@@ -52,7 +52,8 @@
 //	                token, apikey, accesskey, secretkey, privatekey, credential(s) or
 //	                authorization (`_`, `-`, `.` and case ignored) with `=`, `:`, `:=`
 //	                or `=>`, when it is 8+ bytes with at least 3 bits of entropy per
-//	                byte and not a placeholder (${VAR}, <token>, {{ x }}, ****)
+//	                byte and not a placeholder (${VAR}, <token>, {{ x }}, ****);
+//	                and the password of a URL (postgres://app:<password>@db/x)
 //
 // Personal data (group `pii`):
 //

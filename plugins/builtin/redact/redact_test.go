@@ -149,6 +149,11 @@ func TestAssignments(t *testing.T) {
 		{name: "bearer header", in: "Authorization: Bearer q8Jf3kLx92mZp0Rt", want: "Authorization: Bearer [REDACTED:generic_secret]"},
 		{name: "go", in: `apiKey := "q8Jf3kLx92mZp0Rt"`, want: `apiKey := "[REDACTED:generic_secret]"`},
 		{name: "low entropy", in: "password=changeme", want: "password=changeme"},
+		{name: "URL password", in: "DSN postgres://app:hunter22@db.example.com:5432/x", want: "DSN postgres://app:[REDACTED:generic_secret]@db.example.com:5432/x"},
+		{name: "URL password without user", in: "redis://:pw@cache:6379", want: "redis://:[REDACTED:generic_secret]@cache:6379"},
+		{name: "URL user without password", in: "ssh://git@example.com/r", want: "ssh://git@example.com/r"},
+		{name: "URL password placeholder", in: "postgres://app:${DB_PASSWORD}@db/x", want: "postgres://app:${DB_PASSWORD}@db/x"},
+		{name: "mailto is not a password", in: "mailto:a@b", want: "mailto:a@b"},
 		{name: "variable", in: "password: ${DB_PASSWORD}", want: "password: ${DB_PASSWORD}"},
 		{name: "placeholder", in: "token: <your-token-here>", want: "token: <your-token-here>"},
 		{name: "masked", in: "password: ************", want: "password: ************"},
@@ -177,6 +182,8 @@ func TestEmail(t *testing.T) {
 		{name: "version pin", in: "react@18.2.0", want: "react@18.2.0"},
 		{name: "no dot", in: "root@localhost", want: "root@localhost"},
 		{name: "decorator", in: "@property", want: "@property"},
+		{name: "user in a URL", in: "https://alice@example.com/x", want: "https://[REDACTED:email]/x"},
+		{name: "password in a URL is not an address", in: "https://u:pw@example.com/x", want: "https://u:pw@example.com/x"},
 	})
 }
 

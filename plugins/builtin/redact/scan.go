@@ -8,7 +8,7 @@ import "bytes"
 // byte: the prefixed tokens (AKIA…, ghp_…, xoxb-…), JWTs (eyJ…), IBANs (two
 // capitals, two digits), phone and card numbers (a digit); a word is then
 // skipped as a whole. Between words it stops at the few bytes the other
-// formats hinge on: `@` (emails), `-----BEGIN ` (private keys) and `=` or
+// formats hinge on: `@` (emails, and passwords in URLs), `-----BEGIN ` (private keys) and `=` or
 // `:` (assignments of a secret to a name such as `password` or `api_key`).
 // A byte no detector starts with costs one table lookup.
 
@@ -51,7 +51,7 @@ func (r *Redactor) prepare() {
 			r.starts[c] |= startIBAN
 		}
 	}
-	r.symbols['@'] = r.enabled[kindEmail]
+	r.symbols['@'] = r.enabled[kindEmail] || r.enabled[kindGenericSecret]
 	r.symbols['-'] = r.enabled[kindPrivateKey]
 	r.symbols['='] = r.enabled[kindGenericSecret] || r.enabled[kindAWSSecretKey]
 	r.symbols[':'] = r.symbols['=']
@@ -120,8 +120,16 @@ func (r *Redactor) atWord(ms []match, s []byte, i int, what uint8) []match {
 func (r *Redactor) atSymbol(ms []match, s []byte, i int, noEnd *int) []match {
 	switch s[i] {
 	case '@':
-		if start, end := emailAt(s, i); end > 0 {
-			ms = append(ms, match{start: start, end: end, kind: kindEmail})
+		if start, end := urlPasswordAt(s, i); end > 0 {
+			if r.enabled[kindGenericSecret] {
+				ms = append(ms, match{start: start, end: end, kind: kindGenericSecret})
+			}
+			return ms // user:password@host is not an address
+		}
+		if r.enabled[kindEmail] {
+			if start, end := emailAt(s, i); end > 0 {
+				ms = append(ms, match{start: start, end: end, kind: kindEmail})
+			}
 		}
 	case '-':
 		if bytes.HasPrefix(s[i:], []byte(pemBegin)) {

@@ -328,6 +328,29 @@ func assignedValue(s []byte, vs int) (start, end int) {
 	return vs, end
 }
 
+// urlPasswordAt returns the password of the URL whose userinfo ends at the
+// `@` at s[at] (`postgres://app:<password>@db:5432/x`, `redis://:<password>@h`),
+// or end 0. The password is a secret whatever its entropy; a placeholder
+// (`${DB_PASSWORD}`, `****`) is not.
+func urlPasswordAt(s []byte, at int) (start, end int) {
+	userinfo := func(i int) int { // the start of the userinfo part ending at s[i]
+		j := i
+		for j > 0 && i-j < maxSecretLen && bytes.IndexByte([]byte("/:@ \t\r\n\"'<>`"), s[j-1]) < 0 {
+			j--
+		}
+		return j
+	}
+	start = userinfo(at)
+	if start == at || start == 0 || s[start-1] != ':' {
+		return 0, 0
+	}
+	user := userinfo(start - 1)
+	if user < 3 || string(s[user-3:user]) != "://" || placeholder(s[start:at]) {
+		return 0, 0
+	}
+	return start, at
+}
+
 // placeholder reports values that stand in for a secret: `${VAR}`,
 // `{{ .Token }}`, `<your token>`, `%s`, `********`, a marker.
 func placeholder(v []byte) bool {
