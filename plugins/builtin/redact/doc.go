@@ -53,7 +53,9 @@
 //	                authorization (`_`, `-`, `.` and case ignored) with `=`, `:`, `:=`
 //	                or `=>`, when it is 8+ bytes with at least 3 bits of entropy per
 //	                byte and not a placeholder (${VAR}, <token>, {{ x }}, ****);
-//	                and the password of a URL (postgres://app:<password>@db/x)
+//	                the whole string value of a JSON member so named
+//	                ({"password": "…"}) under the same checks; and the password
+//	                of a URL (postgres://app:<password>@db/x)
 //
 // Personal data (group `pii`):
 //

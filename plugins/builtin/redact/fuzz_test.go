@@ -76,6 +76,7 @@ var fuzzSeeds = []string{
 	`"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.sig [REDACTED:email] x@y.zz"`,
 	`{"k\u0041":"\ud83d\ude00 \u0041KIAIOSFODNN7EXAMPLE \ud800"}`,
 	`[1, true, null, {"": ""}]`,
+	`{"password" : "Xk9mQ2vL7pR4wZ", "api_key":["x"], "token":"[REDACTED:x]"}`,
 }
 
 // FuzzJSON feeds JSON arbitrary documents (a tool result comes from an

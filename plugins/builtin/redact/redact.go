@@ -73,7 +73,8 @@ type scratch struct {
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // JSON returns raw with every string value (not object keys) redacted, at
-// any depth: a tools/call result, a prompts/get result, a resources/read
+// any depth (a value whose member name announces a secret, such as
+// "password", is judged as a whole): a tools/call result, a prompts/get result, a resources/read
 // result or tool arguments alike. Escapes are decoded before detection, and
 // a string that changed is re-encoded, so out is valid JSON; every other
 // byte of raw is kept as it was. When nothing is found out is raw itself
@@ -85,7 +86,9 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
-	copied := 0 // raw[:copied] is in out
+	copied := 0    // raw[:copied] is in out
+	var key []byte // the last member name, while its value may follow
+	colon := -1    // the colon after key
 	for i := 0; i < len(raw); {
 		q := bytes.IndexByte(raw[i:], '"')
 		if q < 0 {
@@ -94,9 +97,14 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 		start := i + q
 		end, escaped := stringEnd(raw, start)
 		i = end
-		if isKey(raw, end) {
+		if c := keyColon(raw, end); c >= 0 {
+			key, colon = raw[start+1:end-1], c
 			continue
 		}
+		if colon < 0 || !blank(raw[colon+1:start]) {
+			key = nil // not the value of the last key
+		}
+		colon = -1
 		inner := raw[start+1 : end-1]
 		text := inner
 		if escaped {
@@ -106,7 +114,7 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 		if binary(text) {
 			continue
 		}
-		edited, found := r.redactText(sc, text, &n)
+		edited, found := r.redactValue(sc, key, text, &n)
 		if !found {
 			continue
 		}
@@ -183,19 +191,30 @@ func stringEnd(raw []byte, start int) (end int, escaped bool) {
 	}
 }
 
-// isKey reports whether the string token ending at raw[end] is an object
-// key: the next byte past blanks is a colon.
-func isKey(raw []byte, end int) bool {
+// keyColon returns the index of the colon after the string token ending
+// at raw[end] when the token is an object key (the next byte past blanks
+// is a colon), else -1.
+func keyColon(raw []byte, end int) int {
 	for ; end < len(raw); end++ {
 		switch raw[end] {
 		case ' ', '\t', '\n', '\r':
 		case ':':
-			return true
+			return end
 		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// blank reports whether b is JSON whitespace only.
+func blank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return false
 		}
 	}
-	return false
+	return true
 }
 
 // unescape appends the decoded value of a validated string token's inner
@@ -246,6 +265,23 @@ func hexRune(h []byte) rune {
 		r = r<<4 | rune(c)
 	}
 	return r
+}
+
+// redactValue is redactText for the string value of the member named key
+// (nil for an array element or the whole document): a value whose name
+// announces a secret ({"password": "…"}) and that passes the same checks
+// as an assignment in text is replaced as a whole.
+func (r *Redactor) redactValue(sc *scratch, key, text []byte, n *Counts) ([]byte, bool) {
+	if key != nil {
+		if kind, ok := r.memberSecret(key, text); ok {
+			if *n == nil {
+				*n = Counts{}
+			}
+			(*n)[r.kinds[kind]]++
+			return r.markers[kind], true
+		}
+	}
+	return r.redactText(sc, text, n)
 }
 
 // match is one finding: text[start:end] is of kind kind.

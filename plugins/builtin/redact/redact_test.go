@@ -316,6 +316,22 @@ func TestJSONDocuments(t *testing.T) {
 		},
 		{name: "scalar", in: `42`, want: `42`},
 		{
+			name:   "member named as a secret",
+			in:     `{"db":{"host":"db1","password":"q8Jf3kLx92mZp0Rt","aws_secret_access_key":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}}`,
+			want:   `{"db":{"host":"db1","password":"[REDACTED:generic_secret]","aws_secret_access_key":"[REDACTED:aws_secret_key]"}}`,
+			counts: Counts{"generic_secret": 1, "aws_secret_key": 1},
+		},
+		{
+			name: "member named as a secret, placeholder or low entropy",
+			in:   `{"password":"${DB_PASSWORD}","token":"changeme","api_key":null,"tokens":"q8Jf3kLx92mZp0Rt"}`,
+			want: `{"password":"${DB_PASSWORD}","token":"changeme","api_key":null,"tokens":"q8Jf3kLx92mZp0Rt"}`,
+		},
+		{
+			name: "a secret's name does not reach an array or the next member",
+			in:   `{"token":["q8Jf3kLx92mZp0Rt"],"secret":1,"x":"q8Jf3kLx92mZp0Rt"}`,
+			want: `{"token":["q8Jf3kLx92mZp0Rt"],"secret":1,"x":"q8Jf3kLx92mZp0Rt"}`,
+		},
+		{
 			name: "base64 blob is data",
 			in:   `{"blob":"` + strings.Repeat("AAAA", 30) + `+AKIAIOSFODNN7EXAMPLE+4111111111111111/AAA=="}`,
 			want: `{"blob":"` + strings.Repeat("AAAA", 30) + `+AKIAIOSFODNN7EXAMPLE+4111111111111111/AAA=="}`,

@@ -223,16 +223,39 @@ func (r *Redactor) assignmentAt(s []byte, sep int) (start, end, kind int) {
 		return 0, 0, 0
 	}
 	start, end = assignedValue(s, vs)
-	v := s[start:end]
+	if kind, ok := r.secretValue(s[start:end], aws); ok {
+		return start, end, kind
+	}
+	return 0, 0, 0
+}
+
+// secretValue reports whether v, assigned to a name that announces a
+// secret (an AWS secret access key when aws), is one, and of what kind.
+func (r *Redactor) secretValue(v []byte, aws bool) (kind int, ok bool) {
 	switch {
 	case aws && r.enabled[kindAWSSecretKey] && len(v) == 40 && awsSecret(v):
-		return start, end, kindAWSSecretKey
+		return kindAWSSecretKey, true
 	case !r.enabled[kindGenericSecret] || len(v) < minSecretLen || len(v) > maxSecretLen:
-		return 0, 0, 0
+		return 0, false
 	case placeholder(v) || entropy(v) < minEntropy:
-		return 0, 0, 0
+		return 0, false
 	}
-	return start, end, kindGenericSecret
+	return kindGenericSecret, true
+}
+
+// memberSecret reports whether text, the string value of the object
+// member named key (raw, between its quotes), is a secret by its name
+// ({"api_key": "…"}), and of what kind.
+func (r *Redactor) memberSecret(key, text []byte) (kind int, ok bool) {
+	if len(key) == 0 || !nameEnds[key[len(key)-1]] {
+		return 0, false
+	}
+	var name [32]byte
+	n, aws := secretName(key, len(key), &name)
+	if n == 0 {
+		return 0, false
+	}
+	return r.secretValue(text, aws)
 }
 
 // nameEnds marks the last letters of secretNames, either case.
