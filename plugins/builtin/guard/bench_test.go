@@ -31,8 +31,8 @@ func BenchmarkCheckURL(b *testing.B) {
 	benchCheck(b, "web__fetch", `{"url":"https://api.example.org/v1/items?page=2","headers":{"Accept":"application/json"}}`)
 }
 
-// BenchmarkCheckNoRule is a call no rule covers: the cost of the guard on
-// tools it does not concern.
-func BenchmarkCheckNoRule(b *testing.B) {
+// BenchmarkCheckUncovered is a call to a tool that only a rule about
+// another argument applies to: the walk, with nothing to test.
+func BenchmarkCheckUncovered(b *testing.B) {
 	benchCheck(b, "git__status", `{"repo":"/src/manifold","short":true}`)
 }
