@@ -73,11 +73,11 @@ type scratch struct {
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // JSON returns raw with every string value (not object keys) redacted, at
-// any depth (a value whose member name announces a secret, such as
-// "password", is judged as a whole): a tools/call result, a prompts/get result, a resources/read
-// result or tool arguments alike. Escapes are decoded before detection, and
-// a string that changed is re-encoded, so out is valid JSON; every other
-// byte of raw is kept as it was. When nothing is found out is raw itself
+// any depth: a tools/call result, a prompts/get result, a resources/read
+// result or tool arguments alike. A value whose member name announces a
+// secret ("password", "api_key") is judged as a whole too. Escapes are
+// decoded before detection, and a string that changed is re-encoded, so
+// out is valid JSON; every other byte of raw is kept as it was. When nothing is found out is raw itself
 // and n is nil. Input that is not one JSON value is ErrSyntax. JSON is
 // idempotent: text inside a marker is not looked at again.
 func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
