@@ -47,7 +47,7 @@ func New(config []byte) (*Guard, error) {
 		return nil, fmt.Errorf("guard: config is not a JSON object: %w", err)
 	}
 	errs := unknownKeys("guard: ", top, configKeys)
-	var raws []map[string]json.RawMessage
+	var raws []json.RawMessage
 	if r, ok := top["rules"]; ok {
 		if err := json.Unmarshal(r, &raws); err != nil {
 			errs = append(errs, fmt.Errorf("guard: rules: want a list of rules: %w", err))
@@ -57,10 +57,10 @@ func New(config []byte) (*Guard, error) {
 	names := map[string]int{}
 	for i, raw := range raws {
 		where := fmt.Sprintf("guard: rules[%d]", i)
-		var name string
-		_ = json.Unmarshal(raw["name"], &name)
-		if name != "" {
-			where += " (" + name + ")"
+		var named struct{ Name string }
+		_ = json.Unmarshal(raw, &named)
+		if named.Name != "" {
+			where += " (" + named.Name + ")"
 		}
 		r, rerrs := compileRule(where, raw)
 		errs = append(errs, rerrs...)
@@ -80,15 +80,19 @@ func New(config []byte) (*Guard, error) {
 }
 
 // compileRule checks and compiles one rule; where names it in errors.
-func compileRule(where string, raw map[string]json.RawMessage) (*rule, []error) {
-	errs := unknownKeys(where+": ", raw, ruleKeys)
+func compileRule(where string, raw json.RawMessage) (*rule, []error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return nil, []error{fmt.Errorf("%s: want a rule (an object): %w", where, err)}
+	}
+	errs := unknownKeys(where+": ", members, ruleKeys)
 	var c ruleConfig
-	for key, v := range raw {
-		if slices.Contains(ruleKeys, key) {
-			if err := decodeKey(&c, key, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %s: %w", where, key, err))
-			}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			err = fmt.Errorf("%s: want %s, got %s", te.Field, te.Type, te.Value)
 		}
+		errs = append(errs, fmt.Errorf("%s: %w", where, err))
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -115,7 +119,7 @@ func compileRule(where string, raw map[string]json.RawMessage) (*rule, []error) 
 	}
 	var set []string
 	for _, k := range matcherKeys {
-		if _, ok := raw[k]; ok {
+		if _, ok := members[k]; ok {
 			set = append(set, k)
 		}
 	}
@@ -135,40 +139,6 @@ func compileRule(where string, raw map[string]json.RawMessage) (*rule, []error) 
 		return nil, errs
 	}
 	return r, nil
-}
-
-// decodeKey decodes one member of a rule into its field of c.
-func decodeKey(c *ruleConfig, key string, v json.RawMessage) error {
-	var dst any
-	switch key {
-	case "name":
-		dst = &c.Name
-	case "tools":
-		dst = &c.Tools
-	case "arguments":
-		dst = &c.Arguments
-	case "message":
-		dst = &c.Message
-	case "regex":
-		dst = &c.Regex
-	case "glob":
-		dst = &c.Glob
-	case "pathTraversal":
-		c.PathTraversal = v
-		return nil
-	case "shellMetacharacters":
-		dst = &c.ShellMetacharacters
-	case "urlAllowList":
-		dst = &c.URLAllowList
-	}
-	if err := json.Unmarshal(v, dst); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return fmt.Errorf("want %s, got %s", te.Type, te.Value)
-		}
-		return err
-	}
-	return nil
 }
 
 // compileMatcher builds the matcher the key names.

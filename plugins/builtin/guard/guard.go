@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path"
+	"sync"
 
 	"github.com/manifold-mcp/manifold/internal/envelope"
 )
@@ -47,9 +48,6 @@ type matcher interface {
 	match(v string) bool
 }
 
-// maxRules bounds the rules one Check can consider without allocating.
-const maxRules = 64
-
 // Check returns the verdict of the first rule, in config order, that
 // applies to tool (the namespaced name as policy sees it) and matches a
 // value in arguments (the raw JSON object of the call; empty or `null`
@@ -60,13 +58,6 @@ const maxRules = 64
 // Arguments that are not a JSON object are ErrArguments, whatever the
 // rules: the caller decides (the plugin's onError).
 func (g *Guard) Check(tool string, arguments []byte) (Verdict, error) {
-	var buf [maxRules]int
-	active := buf[:0]
-	for k := range g.rules {
-		if g.rules[k].applies(tool) {
-			active = append(active, k)
-		}
-	}
 	arguments = bytes.TrimSpace(arguments)
 	if len(arguments) == 0 || bytes.Equal(arguments, []byte("null")) {
 		return Verdict{}, nil
@@ -74,17 +65,30 @@ func (g *Guard) Check(tool string, arguments []byte) (Verdict, error) {
 	if arguments[0] != '{' || validate(arguments) != nil {
 		return Verdict{}, ErrArguments
 	}
-	if len(active) == 0 {
+	w := walkers.Get().(*walker)
+	defer walkers.Put(w)
+	w.active = w.active[:0]
+	for k := range g.rules {
+		if g.rules[k].applies(tool) {
+			w.active = append(w.active, k)
+		}
+	}
+	if len(w.active) == 0 {
 		return Verdict{}, nil
 	}
-	w := walker{g: g, b: arguments, active: active, blocked: -1}
+	w.g, w.b, w.i, w.path, w.blocked = g, arguments, 0, w.path[:0], -1
 	w.value()
-	if w.blocked < 0 {
+	blocked := w.blocked
+	w.g, w.b = nil, nil
+	if blocked < 0 {
 		return Verdict{}, nil
 	}
-	r := &g.rules[w.blocked]
+	r := &g.rules[blocked]
 	return Verdict{Blocked: true, Rule: r.name, Message: r.message}, nil
 }
+
+// walkers keeps walkers and their buffers between calls.
+var walkers = sync.Pool{New: func() any { return new(walker) }}
 
 // validate reports whether raw is one JSON value, as in package redact:
 // the envelope scanner, then encoding/json for what it declines (depth).

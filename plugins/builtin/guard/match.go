@@ -66,8 +66,11 @@ func normalizePath(v string) string {
 		}
 		v = d
 	}
-	if strings.ContainsAny(v, "\xc0\xe0\uff0e\uff0f\uff3c\u2215\u2216") {
-		v = lookalikes.Replace(v)
+	for i := range len(v) {
+		if v[i] >= utf8.RuneSelf {
+			v = lookalikes.Replace(v)
+			break
+		}
 	}
 	v = strings.ReplaceAll(v, `\`, "/")
 	for strings.Contains(v, "//") {
@@ -118,22 +121,20 @@ func percentDecode(v string) string {
 	return b.String()
 }
 
+// unhex is the value of the hex digit c, or -1.
 func unhex(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'a' <= c && c <= 'f':
-		return int(c-'a') + 10
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
+	if c < '0' {
+		return -1
 	}
-	return -1
+	return strings.IndexByte("0123456789abcdef", c|0x20) // c|0x20: 'A' to 'a'; digits keep
 }
 
-// dotDot reports whether p (normalized) holds `..` as a path segment: at
-// the start or after a slash, blank, quote, `=` or `:` (so `cat ../x` and
-// `--file=../x` count), and at the end or before a slash or `;` (Tomcat's
-// `..;/`). Trailing blanks and dots are ignored as Windows ignores them.
+// dotDot reports whether p (normalized) holds `..` as a path segment: not
+// inside a file name, so at the start or after a byte that is not part of
+// one (a slash, a blank, a quote, `=` as in `--file=../x`), and at the end
+// or before a slash, a blank, a quote or `;` (Tomcat's `..;/`); blanks
+// after it are ignored as Windows ignores them (`.. /`). Three dots or
+// more are not `..`.
 func dotDot(p string) bool {
 	for i := 0; ; {
 		j := strings.Index(p[i:], "..")
@@ -142,12 +143,12 @@ func dotDot(p string) bool {
 		}
 		at := i + j
 		end := at + 2
-		for end < len(p) && (p[end] == '.' || p[end] == ' ') {
+		for end < len(p) && p[end] == ' ' {
 			end++
 		}
-		before := at == 0 || strings.IndexByte("/ \t\n'\"=:", p[at-1]) >= 0
-		after := end == len(p) || p[end] == '/' || p[end] == ';'
-		if before && after && !strings.HasPrefix(p[at:end], "...") {
+		before := at == 0 || !pathChar(p[at-1])
+		after := end == len(p) || strings.IndexByte("/;\t\n\r'\"`", p[end]) >= 0 || p[end-1] == ' '
+		if before && after && !strings.HasPrefix(p[at:], "...") {
 			return true
 		}
 		i = at + 1
@@ -225,6 +226,13 @@ func (m allowListMatcher) match(v string) bool {
 	if strings.ContainsAny(v, "\t\n\r") {
 		v = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(v)
 	}
+	if t := strings.TrimLeft(v, " "); len(t) > 2 && (t[0] == '/' || t[0] == '\\') && (t[1] == '/' || t[1] == '\\') {
+		// A value that is a scheme-relative URL (//evil.com/x): resolved
+		// against an http base, it names that host.
+		if host, ok := authorityHost(t, 2); ok && !m.allowed(host) {
+			return true
+		}
+	}
 	for i := 0; ; {
 		j := strings.IndexByte(v[i:], ':')
 		if j < 0 {
@@ -280,6 +288,12 @@ func urlHost(v string, colon int) (string, bool) {
 	if !special && !strings.HasPrefix(v[colon+1:], "//") {
 		return "", false
 	}
+	return authorityHost(v, a)
+}
+
+// authorityHost returns the host of the authority that starts at v[a] and
+// whether it is not empty.
+func authorityHost(v string, a int) (string, bool) {
 	end := a
 	for end < len(v) && strings.IndexByte("/\\?# \"'<>`", v[end]) < 0 {
 		end++

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -84,12 +84,8 @@ var (
 // custom pattern and results only. Every problem in config is reported at
 // once, each naming its key.
 func New(config []byte) (*Redactor, error) {
-	cfg, err := parseConfig(config)
-	if err != nil {
-		return nil, err
-	}
+	cfg, errs := parseConfig(config)
 	r := &Redactor{arguments: cfg.Arguments, kinds: builtinKinds[:]}
-	var errs []error
 	if cfg.Detectors == nil {
 		for k := range numBuiltin {
 			r.enabled[k] = true
@@ -152,8 +148,9 @@ func New(config []byte) (*Redactor, error) {
 	return r, nil
 }
 
-// parseConfig decodes config, naming every unknown key.
-func parseConfig(raw []byte) (config, error) {
+// parseConfig decodes config, naming every unknown key and badly typed
+// value; what decoded is in the config either way.
+func parseConfig(raw []byte) (config, []error) {
 	var cfg config
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
@@ -161,7 +158,7 @@ func parseConfig(raw []byte) (config, error) {
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &members); err != nil {
-		return cfg, fmt.Errorf("redact: config is not a JSON object: %w", err)
+		return cfg, []error{fmt.Errorf("redact: config is not a JSON object: %w", err)}
 	}
 	errs := unknownKeys("", members, configKeys)
 	if c, ok := members["custom"]; ok {
@@ -179,19 +176,22 @@ func parseConfig(raw []byte) (config, error) {
 		}
 		errs = append(errs, fmt.Errorf("redact: %w", err))
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, errs
 }
 
-// unknownKeys names each key of members not in known, sorted.
-func unknownKeys(prefix string, members map[string]json.RawMessage, known []string) []error {
-	var errs []error
-	for key := range members {
+// unknownKeys returns one error naming, in order, the keys of members
+// (those of the object at path) that are not in known, or none.
+func unknownKeys(path string, members map[string]json.RawMessage, known []string) []error {
+	var unknown []string
+	for _, key := range slices.Sorted(maps.Keys(members)) {
 		if !slices.Contains(known, key) {
-			errs = append(errs, fmt.Errorf("redact: %s%s: unknown key (want one of %s)", prefix, key, strings.Join(known, ", ")))
+			unknown = append(unknown, path+key)
 		}
 	}
-	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
-	return errs
+	if unknown == nil {
+		return nil
+	}
+	return []error{fmt.Errorf("redact: unknown key %s (want %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))}
 }
 
 func derefList(p *[]string) []string {

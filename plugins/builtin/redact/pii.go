@@ -1,6 +1,9 @@
 package redact
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // emailLocal marks the bytes of an address's local part that addresses
 // really use (RFC 5322 allows more, which text rarely means as an address).
@@ -64,61 +67,93 @@ func emailAt(s []byte, at int) (start, end int) {
 // numberGroups is a number written in groups of digits: `+1 (415) 555-2671`,
 // `4111 1111 1111 1111`.
 type numberGroups struct {
-	n      int     // groups read
-	size   [8]int  // each group's digits
-	first  [8]byte // each group's first digit
-	digits int
-	seps   [8]byte // the separator before each group (0: none)
+	n     int     // groups read
+	size  [8]int  // each group's digits
+	first [8]byte // each group's first digit
+	end   [8]int  // where each group ends in the text
+	seps  [8]byte // the separator before each group (0: none)
+	more  byte    // the separator after the last group read when digits follow it
 }
 
-// readGroups reads the groups of digits at s[pos:]: each maybe in
+// maxGroup bounds a group's digits: no number detected here has more.
+const maxGroup = 19
+
+// readGroups reads the groups of digits at s[pos:] into g: each maybe in
 // parentheses (when parens), separated by one byte of seps (or by nothing
-// after a closing parenthesis). It returns the end, or 0 when the number
-// is malformed or longer than max digits or 8 groups.
-func readGroups(s []byte, pos int, seps string, parens bool, max int, g *numberGroups) int {
+// after a closing parenthesis), 8 groups at most. It reports false when
+// there is no first group.
+func readGroups(s []byte, pos int, seps string, parens bool, g *numberGroups) bool {
+	var sep byte
 	for {
-		paren := parens && pos < len(s) && s[pos] == '('
+		p := pos
+		paren := parens && p < len(s) && s[p] == '('
 		if paren {
-			pos++
+			p++
 		}
-		gs := pos
-		for pos < len(s) && digit(s[pos]) {
-			pos++
+		gs := p
+		for p < len(s) && digit(s[p]) {
+			p++
 		}
-		size := pos - gs
-		if size == 0 || g.n == len(g.size) || g.digits+size > max {
-			return 0
-		}
+		size := p - gs
 		if paren {
-			if pos >= len(s) || s[pos] != ')' {
-				return 0
+			if p >= len(s) || s[p] != ')' {
+				size = 0
 			}
-			pos++
+			p++
 		}
-		g.size[g.n], g.first[g.n] = size, s[gs]
+		if size == 0 || size > maxGroup || g.n == len(g.size) {
+			g.more = sep
+			return g.n > 0
+		}
+		g.size[g.n], g.first[g.n], g.end[g.n], g.seps[g.n] = size, s[gs], p, sep
 		g.n++
-		g.digits += size
-		next := pos
-		var sep byte
-		if next < len(s) && bytes.IndexByte([]byte(seps), s[next]) >= 0 {
+		next := p
+		sep = 0
+		if next < len(s) && strings.IndexByte(seps, s[next]) >= 0 {
 			sep = s[next]
 			next++
 		} else if !paren {
-			return pos
+			return true
 		}
-		if next < len(s) && (digit(s[next]) || parens && s[next] == '(') {
-			g.seps[g.n] = sep
-			pos = next
-			continue
+		if next >= len(s) || !digit(s[next]) && !(parens && s[next] == '(') {
+			return true
 		}
-		return pos
+		pos = next
 	}
+}
+
+// digits counts the digits of the first m groups.
+func (g *numberGroups) digits(m int) int {
+	d := 0
+	for _, n := range g.size[:m] {
+		d += n
+	}
+	return d
+}
+
+// endsAfter reports whether the number may be taken to end after its first
+// m groups: at the end of what was read when nothing follows, else where a
+// space (not a dash or dot, which continue a number) separates the next
+// digits.
+func (g *numberGroups) endsAfter(m int) bool {
+	next := g.more
+	if m < g.n {
+		next = g.seps[m]
+	}
+	return m == g.n && next == 0 || next == ' '
 }
 
 // continuesNumber reports whether the word at s[i] continues a number
 // before it (`12-415-555-2671`, `3.14`): a number starts after neither.
 func continuesNumber(s []byte, i int) bool {
-	return i >= 2 && digit(s[i-2]) && bytes.IndexByte([]byte(" -./,:"), s[i-1]) >= 0
+	if i < 2 || !digit(s[i-2]) {
+		return false
+	}
+	switch s[i-1] {
+	case ' ', '-', '.', '/', ',', ':':
+		return true
+	}
+	return false
 }
 
 // phoneAt returns the phone number whose first digit group starts at the
@@ -140,48 +175,57 @@ func phoneAt(s []byte, i int) (start, end int) {
 		return 0, 0
 	}
 	var g numberGroups
+	plus := s[start] == '+'
 	pos := start
-	plus := s[pos] == '+'
 	if plus {
 		pos++
 	}
-	end = readGroups(s, pos, " -.", true, 15, &g)
-	if end == 0 || end < len(s) && alnum[s[end]] {
+	if !readGroups(s, pos, " -.", true, &g) {
 		return 0, 0
 	}
-	switch {
-	case plus:
-		if g.digits >= 8 && g.first[0] != '0' {
-			return start, end
-		}
-	case g.first[0] == '0' && g.size[0] >= 2 && s[i+1] == '0':
-		// 00 and a country code: the international prefix spelled out.
-		if d := g.digits - 2; g.n >= 2 && d >= 8 && d <= 15 && s[i+2] != '0' {
-			return start, end
-		}
-	case g.first[0] == '0':
-		if g.n >= 2 && g.size[0] <= 5 && g.digits >= 9 && g.digits <= 12 && minSize(&g) >= 2 {
-			return start, end
-		}
-	default:
-		k := 0
-		if g.n == 4 && g.size[0] == 1 && g.first[0] == '1' {
-			k = 1
-		}
-		if g.n-k == 3 && g.size[k] == 3 && g.size[k+1] == 3 && g.size[k+2] == 4 &&
-			g.first[k] >= '2' && g.first[k+1] >= '2' {
+	intl := pos+1 < len(s) && s[pos] == '0' && s[pos+1] == '0'
+	for m := g.n; m > 0; m-- {
+		end = g.end[m-1]
+		if g.endsAfter(m) && (end == len(s) || !alnum[s[end]]) && phoneShape(&g, m, plus, intl) {
 			return start, end
 		}
 	}
 	return 0, 0
 }
 
-func minSize(g *numberGroups) int {
-	m := g.size[0]
-	for _, n := range g.size[1:g.n] {
-		m = min(m, n)
+// phoneShape reports whether the first m groups of g make a phone number;
+// plus: it follows a `+`; intl: it starts with 00.
+func phoneShape(g *numberGroups, m int, plus, intl bool) bool {
+	d := g.digits(m)
+	switch {
+	case plus:
+		return d >= 8 && d <= 15 && g.first[0] != '0'
+	case g.first[0] == '0' && g.size[0] >= 2 && g.size[0] <= 5:
+		if m < 2 || minSize(g, m) < 2 {
+			return false
+		}
+		if intl { // 00 for the +: 0044 20 7946 0958
+			return d-2 >= 8 && d-2 <= 15 && g.size[0] >= 3
+		}
+		return d >= 9 && d <= 12 // 0 as the trunk prefix
+	case g.first[0] == '0':
+		return false
 	}
-	return m
+	k := 0
+	if m == 4 && g.size[0] == 1 && g.first[0] == '1' {
+		k = 1
+	}
+	return m-k == 3 && g.size[k] == 3 && g.size[k+1] == 3 && g.size[k+2] == 4 &&
+		g.first[k] >= '2' && g.first[k+1] >= '2'
+}
+
+// minSize is the size of the smallest of the first m groups.
+func minSize(g *numberGroups, m int) int {
+	least := g.size[0]
+	for _, n := range g.size[1:m] {
+		least = min(least, n)
+	}
+	return least
 }
 
 // cardAt returns the end of the payment card number at the word s[i:], or
@@ -193,39 +237,41 @@ func cardAt(s []byte, i int) int {
 		return 0
 	}
 	var g numberGroups
-	end := readGroups(s, i, " -", false, 19, &g)
-	if end == 0 || g.digits < 13 || end < len(s) && alnum[s[end]] {
+	if !readGroups(s, i, " -", false, &g) {
 		return 0
 	}
-	if !cardShape(&g) {
-		return 0
+	for m := g.n; m > 0; m-- {
+		end := g.end[m-1]
+		if g.endsAfter(m) && (end == len(s) || !alnum[s[end]]) && cardShape(&g, m) && luhn(s[i:end]) {
+			return end
+		}
 	}
-	if !luhn(s[i:end]) {
-		return 0
-	}
-	return end
+	return 0
 }
 
-// cardShape reports whether g groups its digits as cards print them, with
-// one separator throughout.
-func cardShape(g *numberGroups) bool {
-	if g.n == 1 {
+// cardShape reports whether the first m groups of g group 13 to 19 digits
+// as cards print them, with one separator throughout.
+func cardShape(g *numberGroups, m int) bool {
+	if d := g.digits(m); d < 13 || d > 19 {
+		return false
+	}
+	if m == 1 {
 		return true
 	}
-	for k := 2; k < g.n; k++ {
+	for k := 2; k < m; k++ {
 		if g.seps[k] != g.seps[1] {
 			return false
 		}
 	}
-	if g.n == 3 && g.size[0] == 4 && g.size[1] == 6 && (g.size[2] == 5 || g.size[2] == 4) {
+	if m == 3 && g.size[0] == 4 && g.size[1] == 6 && (g.size[2] == 5 || g.size[2] == 4) {
 		return true // Amex, Diners
 	}
-	for k := range g.n - 1 {
+	for k := range m - 1 {
 		if g.size[k] != 4 {
 			return false
 		}
 	}
-	return g.n >= 3
+	return m >= 3
 }
 
 // luhn reports whether the digits of number (separators skipped) pass the

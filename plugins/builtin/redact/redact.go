@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
-	"sort"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -28,9 +28,12 @@ type Redactor struct {
 	kinds     []string // kind index → name: the built-ins, then custom
 	markers   [][]byte // kind index → its marker
 	arguments bool
-	// starts marks the bytes at which a word-start detector may begin
-	// (see scanWords); a byte with no mark costs one table lookup.
-	starts [256]uint8
+	// starts marks the bytes at which a word-start detector may begin,
+	// symbols those at which one hinges (see scan); tokens lists the
+	// enabled tokenSpecs by the first byte of their prefix.
+	starts  [256]uint8
+	symbols [256]bool
+	tokens  [256][]uint8
 }
 
 // customDetector is one `custom:` pattern.
@@ -65,16 +68,16 @@ func (r *Redactor) Kinds() []string {
 type scratch struct {
 	text    []byte  // a string value, decoded
 	matches []match // findings in text
-	edited  []byte  // text with its findings replaced
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // JSON returns raw with every string value (not object keys) redacted, at
 // any depth: a tools/call result, a prompts/get result, a resources/read
-// result or tool arguments alike. Escapes are decoded before detection, and
-// a string that changed is re-encoded, so out is valid JSON; every other
-// byte of raw is kept as it was. When nothing is found out is raw itself
+// result or tool arguments alike. A value whose member name announces a
+// secret ("password", "api_key") is judged as a whole too. Escapes are
+// decoded before detection, and a string that changed is re-encoded, so
+// out is valid JSON; every other byte of raw is kept as it was. When nothing is found out is raw itself
 // and n is nil. Input that is not one JSON value is ErrSyntax. JSON is
 // idempotent: text inside a marker is not looked at again.
 func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
@@ -83,7 +86,9 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
-	copied := 0 // raw[:copied] is in out
+	copied := 0    // raw[:copied] is in out
+	var key []byte // the last member name, while its value may follow
+	colon := -1    // the colon after key
 	for i := 0; i < len(raw); {
 		q := bytes.IndexByte(raw[i:], '"')
 		if q < 0 {
@@ -92,16 +97,24 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 		start := i + q
 		end, escaped := stringEnd(raw, start)
 		i = end
-		if isKey(raw, end) {
+		if c := keyColon(raw, end); c >= 0 {
+			key, colon = raw[start+1:end-1], c
 			continue
 		}
+		if colon < 0 || !blank(raw[colon+1:start]) {
+			key = nil // not the value of the last key
+		}
+		colon = -1
 		inner := raw[start+1 : end-1]
 		text := inner
 		if escaped {
 			sc.text = unescape(sc.text[:0], inner)
 			text = sc.text
 		}
-		edited, found := r.redactText(sc, text, &n)
+		if binary(text) {
+			continue
+		}
+		edited, found := r.redactValue(sc, key, text, &n)
 		if !found {
 			continue
 		}
@@ -116,6 +129,34 @@ func (r *Redactor) JSON(raw []byte) (out []byte, n Counts, err error) {
 		return raw, nil, nil
 	}
 	return append(out, raw[copied:]...), n, nil
+}
+
+// minBinary is the length from which a string of base64 alone is taken
+// for binary data (see binary): 96 bytes encoded.
+const minBinary = 128
+
+var base64Std = charset(alnumChars + "+/")
+
+// binary reports whether text is base64 data, such as a resource's blob or
+// an image: only the standard alphabet, padded to a multiple of four, at
+// least minBinary bytes. The detectors would find only chance matches in
+// it, and replacing one would corrupt the data, so it is not searched.
+// (Text that was base64-encoded is not decoded either: it is data to the
+// gateway.)
+func binary(text []byte) bool {
+	if len(text) < minBinary || len(text)%4 != 0 {
+		return false
+	}
+	n := len(text)
+	for k := 0; k < 2 && text[n-1] == '='; k++ {
+		n--
+	}
+	for _, c := range text[:n] {
+		if !base64Std[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // validate reports whether raw is one JSON value. The envelope scanner is
@@ -137,32 +178,43 @@ func validate(raw []byte) error {
 func stringEnd(raw []byte, start int) (end int, escaped bool) {
 	i := start + 1
 	for {
-		j := bytes.IndexAny(raw[i:], `"\`)
-		if j < 0 {
+		q := bytes.IndexByte(raw[i:], '"')
+		if q < 0 {
 			return len(raw), escaped // unreachable for validated input
 		}
-		i += j
-		if raw[i] == '"' {
-			return i + 1, escaped
+		b := bytes.IndexByte(raw[i:i+q], '\\')
+		if b < 0 {
+			return i + q + 1, escaped
 		}
 		escaped = true
-		i += 2
+		i += b + 2
 	}
 }
 
-// isKey reports whether the string token ending at raw[end] is an object
-// key: the next byte past blanks is a colon.
-func isKey(raw []byte, end int) bool {
+// keyColon returns the index of the colon after the string token ending
+// at raw[end] when the token is an object key (the next byte past blanks
+// is a colon), else -1.
+func keyColon(raw []byte, end int) int {
 	for ; end < len(raw); end++ {
 		switch raw[end] {
 		case ' ', '\t', '\n', '\r':
 		case ':':
-			return true
+			return end
 		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// blank reports whether b is JSON whitespace only.
+func blank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return false
 		}
 	}
-	return false
+	return true
 }
 
 // unescape appends the decoded value of a validated string token's inner
@@ -215,6 +267,23 @@ func hexRune(h []byte) rune {
 	return r
 }
 
+// redactValue is redactText for the string value of the member named key
+// (nil for an array element or the whole document): a value whose name
+// announces a secret ({"password": "…"}) and that passes the same checks
+// as an assignment in text is replaced as a whole.
+func (r *Redactor) redactValue(sc *scratch, key, text []byte, n *Counts) ([]byte, bool) {
+	if key != nil {
+		if kind, ok := r.memberSecret(key, text); ok {
+			if *n == nil {
+				*n = Counts{}
+			}
+			(*n)[r.kinds[kind]]++
+			return r.markers[kind], true
+		}
+	}
+	return r.redactText(sc, text, n)
+}
+
 // match is one finding: text[start:end] is of kind kind.
 type match struct {
 	start, end, kind int
@@ -225,7 +294,7 @@ type match struct {
 // with `]`, where the original text ended with a letter).
 const maxRounds = 8
 
-// redactText returns text with its findings replaced (in sc.edited) and
+// redactText returns text with its findings replaced and
 // whether there were any, adding them to *n.
 func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool) {
 	found := false
@@ -237,8 +306,8 @@ func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool
 		if *n == nil {
 			*n = Counts{}
 		}
-		// text may be sc.edited from the previous round: build the next
-		// one in a fresh slice and keep the old array for the round after.
+		// Each round builds its text afresh: the previous round's text
+		// is what it reads.
 		next := make([]byte, 0, len(text)+32*len(sc.matches))
 		at := 0
 		for _, m := range sc.matches {
@@ -255,30 +324,29 @@ func (r *Redactor) redactText(sc *scratch, text []byte, n *Counts) ([]byte, bool
 
 // find appends to ms the findings in text, sorted and without overlaps: a
 // finding inside another is dropped; of two that overlap in part the kind
-// listed first wins.
+// listed first wins. Findings that overlap a marker already in text are
+// dropped.
 func (r *Redactor) find(ms []match, text []byte) []match {
-	ms = r.scanWords(ms, text)
-	ms = r.scanSymbols(ms, text)
+	ms = r.scan(ms, text)
 	for i := range r.custom {
 		ms = r.custom[i].find(ms, text)
 	}
 	if len(ms) == 0 {
 		return ms
 	}
+	slices.SortFunc(ms, func(a, b match) int {
+		if a.start != b.start {
+			return a.start - b.start
+		}
+		if a.end != b.end {
+			return b.end - a.end
+		}
+		return a.kind - b.kind
+	})
 	ms = dropInMarkers(ms, text)
 	if len(ms) < 2 {
 		return ms
 	}
-	sort.Slice(ms, func(i, j int) bool {
-		a, b := ms[i], ms[j]
-		if a.start != b.start {
-			return a.start < b.start
-		}
-		if a.end != b.end {
-			return a.end > b.end
-		}
-		return a.kind < b.kind
-	})
 	kept := ms[:1]
 	for _, m := range ms[1:] {
 		last := &kept[len(kept)-1]
@@ -294,62 +362,50 @@ func (r *Redactor) find(ms []match, text []byte) []match {
 	return kept
 }
 
-// dropInMarkers removes the findings that overlap a marker already in
-// text.
+// dropInMarkers removes the findings (sorted by start) that overlap a
+// marker already in text, in one pass over both.
 func dropInMarkers(ms []match, text []byte) []match {
-	if bytes.Index(text, []byte(markerOpen)) < 0 {
+	start, end := nextMarker(text, 0)
+	if start < 0 {
 		return ms
 	}
 	kept := ms[:0]
 	for _, m := range ms {
-		if !overlapsMarker(text, m) {
+		for start >= 0 && end <= m.start {
+			start, end = nextMarker(text, end)
+		}
+		if start < 0 || start >= m.end {
 			kept = append(kept, m)
 		}
 	}
 	return kept
 }
 
-// overlapsMarker reports whether m overlaps `[REDACTED:<name>]` in text.
-func overlapsMarker(text []byte, m match) bool {
-	for i := 0; ; {
-		j := bytes.Index(text[i:], []byte(markerOpen))
+// nextMarker returns where the first marker in text[from:] starts and
+// ends, or -1: `[REDACTED:` then a kind name then `]`.
+func nextMarker(text []byte, from int) (start, end int) {
+	for {
+		j := bytes.Index(text[from:], []byte(markerOpen))
 		if j < 0 {
-			return false
+			return -1, -1
 		}
-		start := i + j
-		end := markerEnd(text, start)
-		if end < 0 {
-			i = start + 1
-			continue
+		start = from + j
+		i := start + len(markerOpen)
+		k := i
+		for k < len(text) && (lower(text[k]) || digit(text[k]) || text[k] == '_') {
+			k++
 		}
-		if start < m.end && m.start < end {
-			return true
+		if k > i && k < len(text) && text[k] == ']' {
+			return start, k + 1
 		}
-		if start >= m.end {
-			return false
-		}
-		i = end
+		from = start + 1
 	}
-}
-
-// markerEnd returns the end of the marker at text[start], or -1 when the
-// text there is not one: `[REDACTED:` then a kind name then `]`.
-func markerEnd(text []byte, start int) int {
-	i := start + len(markerOpen)
-	j := i
-	for j < len(text) && (lower(text[j]) || digit(text[j]) || text[j] == '_') {
-		j++
-	}
-	if j == i || j >= len(text) || text[j] != ']' {
-		return -1
-	}
-	return j + 1
 }
 
 // find appends the pattern's matches in text: the first capturing group's
 // text when the pattern has one that took part, else the whole match.
 func (c *customDetector) find(ms []match, text []byte) []match {
-	if len(c.prefix) > 0 && bytes.Index(text, c.prefix) < 0 {
+	if len(c.prefix) > 0 && !bytes.Contains(text, c.prefix) {
 		return ms
 	}
 	for _, loc := range c.re.FindAllSubmatchIndex(text, -1) {

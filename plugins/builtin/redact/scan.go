@@ -2,18 +2,15 @@ package redact
 
 import "bytes"
 
-// Detection is two passes over a string's decoded text, each cheap where
-// there is nothing to find:
-//
-//   - scanWords visits the start of every run of ASCII letters and digits
-//     (a "word") and runs the detectors whose format can begin with that
-//     byte: the prefixed tokens (AKIA…, ghp_…, xoxb-…), JWTs (eyJ…), IBANs
-//     (two capitals, two digits), phone and card numbers (a digit). A byte
-//     no detector starts with costs one table lookup; a word is skipped as
-//     a whole.
-//   - scanSymbols looks for the few bytes the other formats hinge on: `@`
-//     (emails), `-----BEGIN ` (private keys) and `=` or `:` (assignments of
-//     a secret to a name such as `password` or `api_key`).
+// Detection is one pass over a string's decoded text, cheap where there
+// is nothing to find. It visits the start of every run of ASCII letters and
+// digits (a "word") and runs the detectors whose format can begin with that
+// byte: the prefixed tokens (AKIA…, ghp_…, xoxb-…), JWTs (eyJ…), IBANs (two
+// capitals, two digits), phone and card numbers (a digit); a word is then
+// skipped as a whole. Between words it stops at the few bytes the other
+// formats hinge on: `@` (emails, and passwords in URLs), `-----BEGIN ` (private keys) and `=` or
+// `:` (assignments of a secret to a name such as `password` or `api_key`).
+// A byte no detector starts with costs one table lookup.
 
 // What a word's first byte may start (Redactor.starts).
 const (
@@ -34,7 +31,7 @@ func digit(c byte) bool { return '0' <= c && c <= '9' }
 func upper(c byte) bool { return 'A' <= c && c <= 'Z' }
 func lower(c byte) bool { return 'a' <= c && c <= 'z' }
 
-// prepare fills r.starts from the enabled detectors.
+// prepare fills r's tables from the enabled detectors.
 func (r *Redactor) prepare() {
 	for _, t := range tokenSpecs {
 		if r.enabled[t.kind] {
@@ -54,13 +51,26 @@ func (r *Redactor) prepare() {
 			r.starts[c] |= startIBAN
 		}
 	}
+	r.symbols['@'] = r.enabled[kindEmail] || r.enabled[kindGenericSecret]
+	r.symbols['-'] = r.enabled[kindPrivateKey]
+	r.symbols['='] = r.enabled[kindGenericSecret] || r.enabled[kindAWSSecretKey]
+	r.symbols[':'] = r.symbols['=']
+	for k, t := range tokenSpecs {
+		if r.enabled[t.kind] {
+			r.tokens[t.prefix[0]] = append(r.tokens[t.prefix[0]], uint8(k))
+		}
+	}
 }
 
-// scanWords appends the findings that begin at the start of a word.
-func (r *Redactor) scanWords(ms []match, s []byte) []match {
+// scan appends the findings of the built-in detectors in s.
+func (r *Redactor) scan(ms []match, s []byte) []match {
+	noEnd := len(s) // see privateKeyAt
 	for i := 0; i < len(s); {
 		c := s[i]
 		if !alnum[c] {
+			if r.symbols[c] {
+				ms = r.atSymbol(ms, s, i, &noEnd)
+			}
 			i++
 			continue
 		}
@@ -105,53 +115,31 @@ func (r *Redactor) atWord(ms []match, s []byte, i int, what uint8) []match {
 	return ms
 }
 
-// scanSymbols appends the findings that hinge on a symbol.
-func (r *Redactor) scanSymbols(ms []match, s []byte) []match {
-	if r.enabled[kindEmail] {
-		for i := 0; ; {
-			j := bytes.IndexByte(s[i:], '@')
-			if j < 0 {
-				break
+// atSymbol appends what the detectors find at the symbol s[i]; noEnd is
+// privateKeyAt's.
+func (r *Redactor) atSymbol(ms []match, s []byte, i int, noEnd *int) []match {
+	switch s[i] {
+	case '@':
+		if start, end := urlPasswordAt(s, i); end > 0 {
+			if r.enabled[kindGenericSecret] {
+				ms = append(ms, match{start: start, end: end, kind: kindGenericSecret})
 			}
-			at := i + j
-			start, end := emailAt(s, at)
-			if end > 0 {
+			return ms // user:password@host is not an address
+		}
+		if r.enabled[kindEmail] {
+			if start, end := emailAt(s, i); end > 0 {
 				ms = append(ms, match{start: start, end: end, kind: kindEmail})
-				i = end
-			} else {
-				i = at + 1
 			}
 		}
-	}
-	if r.enabled[kindPrivateKey] {
-		for i := 0; ; {
-			j := bytes.Index(s[i:], []byte(pemBegin))
-			if j < 0 {
-				break
-			}
-			start := i + j
-			if end := privateKeyAt(s, start); end > 0 {
-				ms = append(ms, match{start: start, end: end, kind: kindPrivateKey})
-				i = end
-			} else {
-				i = start + len(pemBegin)
+	case '-':
+		if bytes.HasPrefix(s[i:], []byte(pemBegin)) {
+			if end := privateKeyAt(s, i, noEnd); end > 0 {
+				ms = append(ms, match{start: i, end: end, kind: kindPrivateKey})
 			}
 		}
-	}
-	if r.enabled[kindGenericSecret] || r.enabled[kindAWSSecretKey] {
-		for i := 0; ; {
-			j := bytes.IndexAny(s[i:], "=:")
-			if j < 0 {
-				break
-			}
-			sep := i + j
-			start, end, kind := r.assignmentAt(s, sep)
-			if end > 0 {
-				ms = append(ms, match{start: start, end: end, kind: kind})
-				i = end
-			} else {
-				i = sep + 1
-			}
+	default: // '=', ':'
+		if start, end, kind := r.assignmentAt(s, i); end > 0 {
+			ms = append(ms, match{start: start, end: end, kind: kind})
 		}
 	}
 	return ms

@@ -73,9 +73,9 @@ func charset(chars string) *[256]bool {
 // right after it means a longer word, which is not the token.
 func (r *Redactor) token(s []byte, i int) (end, kind int) {
 	rest := s[i:]
-	for k := range tokenSpecs {
+	for _, k := range r.tokens[s[i]] {
 		t := &tokenSpecs[k]
-		if !r.enabled[t.kind] || !bytes.HasPrefix(rest, []byte(t.prefix)) {
+		if !bytes.HasPrefix(rest, []byte(t.prefix)) {
 			continue
 		}
 		j := len(t.prefix)
@@ -101,34 +101,36 @@ func jwtAt(s []byte, i int) int {
 	if !bytes.HasPrefix(s[i:], []byte("eyJ")) {
 		return 0
 	}
-	var seg [3]int // each segment's end
-	j := i
-	for n := range 3 {
-		for j < len(s) && googleBody[s[j]] {
-			j++
-		}
-		seg[n] = j
-		if n < 2 {
-			if j >= len(s) || s[j] != '.' {
-				return 0
-			}
-			j++
-		}
+	// The header first, bounded: a real one is a few dozen bytes, and
+	// checking it before reading on keeps a text full of "eyJ" linear.
+	h := i
+	for h < len(s) && h-i <= maxJWTHeader && googleBody[s[h]] {
+		h++
 	}
-	if seg[0]-i < 10 || seg[1]-seg[0] < 2 {
+	if h-i < 10 || h-i > maxJWTHeader || h >= len(s) || s[h] != '.' {
 		return 0
 	}
-	var buf [384]byte
-	header := s[i:seg[0]]
-	if base64.RawURLEncoding.DecodedLen(len(header)) > len(buf) {
-		return 0 // a real header is a few dozen bytes
-	}
-	n, err := base64.RawURLEncoding.Decode(buf[:], header)
+	var buf [maxJWTHeader * 3 / 4]byte
+	n, err := base64.RawURLEncoding.Decode(buf[:], s[i:h])
 	if err != nil || !json.Valid(buf[:n]) || !bytes.Contains(buf[:n], []byte(`"alg"`)) {
 		return 0
 	}
-	return seg[2]
+	p := h + 1
+	for p < len(s) && googleBody[s[p]] {
+		p++
+	}
+	if p-h-1 < 2 || p >= len(s) || s[p] != '.' {
+		return 0
+	}
+	end := p + 1
+	for end < len(s) && googleBody[s[end]] {
+		end++
+	}
+	return end
 }
+
+// maxJWTHeader bounds the encoded header of a JWT.
+const maxJWTHeader = 512
 
 const pemBegin = "-----BEGIN "
 
@@ -136,8 +138,11 @@ const pemBegin = "-----BEGIN "
 // (which starts with pemBegin), or 0 when its label is not a private key
 // (a certificate, a public key). The block ends with its END line; when
 // that is missing (output cut short), it runs over what still looks like
-// the block's body, so that a truncated key is not shown either.
-func privateKeyAt(s []byte, start int) int {
+// the block's body, so that a truncated key is not shown either. The END
+// line is looked for up to maxPEM bytes on, and not past *noEnd, where the
+// text holds no END line any more: a text full of BEGIN lines without END
+// stays linear.
+func privateKeyAt(s []byte, start int, noEnd *int) int {
 	i := start + len(pemBegin)
 	eol := bytes.Index(s[i:], []byte("-----"))
 	if eol < 0 || eol > 64 {
@@ -148,9 +153,20 @@ func privateKeyAt(s []byte, start int) int {
 		return 0
 	}
 	body := i + eol + len("-----")
-	end := append(append([]byte("-----END "), label...), "-----"...)
-	if k := bytes.Index(s[body:], end); k >= 0 {
-		return body + k + len(end)
+	var buf [96]byte
+	end := append(append(append(buf[:0], "-----END "...), label...), "-----"...)
+	for from, limit := body, min(len(s), body+maxPEM); from < limit && from < *noEnd; {
+		k := bytes.Index(s[from:limit], []byte("-----END "))
+		if k < 0 {
+			if limit == len(s) {
+				*noEnd = from
+			}
+			break
+		}
+		if bytes.HasPrefix(s[from+k:], end) {
+			return from + k + len(end)
+		}
+		from += k + 1
 	}
 	j := body
 	for j < len(s) && pemBody[s[j]] {
@@ -158,6 +174,10 @@ func privateKeyAt(s []byte, start int) int {
 	}
 	return j
 }
+
+// maxPEM bounds how far a private key's END line is looked for: a 4096-bit
+// RSA or PGP key takes under 8 KiB.
+const maxPEM = 16 << 10
 
 // pemBody marks what the body of a PEM block may hold: base64, line breaks
 // (also escaped ones, `\n`, in text that holds JSON), and the headers of
@@ -170,7 +190,7 @@ var pemBody = charset(alnumChars + "+/= \t\r\n\\:,-")
 // lines and JSON that tools print them.
 const (
 	minSecretLen = 8
-	maxSecretLen = 4096
+	maxSecretLen = 512
 	// minEntropy is the Shannon entropy, in bits per byte, below which a
 	// value is taken for a word or a placeholder rather than a secret:
 	// "changeme" has 2.75, "hunter22" 2.75, a random 16-char base64
@@ -203,17 +223,43 @@ func (r *Redactor) assignmentAt(s []byte, sep int) (start, end, kind int) {
 		return 0, 0, 0
 	}
 	start, end = assignedValue(s, vs)
-	v := s[start:end]
+	if kind, ok := r.secretValue(s[start:end], aws); ok {
+		return start, end, kind
+	}
+	return 0, 0, 0
+}
+
+// secretValue reports whether v, assigned to a name that announces a
+// secret (an AWS secret access key when aws), is one, and of what kind.
+func (r *Redactor) secretValue(v []byte, aws bool) (kind int, ok bool) {
 	switch {
 	case aws && r.enabled[kindAWSSecretKey] && len(v) == 40 && awsSecret(v):
-		return start, end, kindAWSSecretKey
+		return kindAWSSecretKey, true
 	case !r.enabled[kindGenericSecret] || len(v) < minSecretLen || len(v) > maxSecretLen:
-		return 0, 0, 0
+		return 0, false
 	case placeholder(v) || entropy(v) < minEntropy:
-		return 0, 0, 0
+		return 0, false
 	}
-	return start, end, kindGenericSecret
+	return kindGenericSecret, true
 }
+
+// memberSecret reports whether text, the string value of the object
+// member named key (raw, between its quotes), is a secret by its name
+// ({"api_key": "…"}), and of what kind.
+func (r *Redactor) memberSecret(key, text []byte) (kind int, ok bool) {
+	if len(key) == 0 || !nameEnds[key[len(key)-1]] {
+		return 0, false
+	}
+	var name [32]byte
+	n, aws := secretName(key, len(key), &name)
+	if n == 0 {
+		return 0, false
+	}
+	return r.secretValue(text, aws)
+}
+
+// nameEnds marks the last letters of secretNames, either case.
+var nameEnds = charset("dtnylsDTNYLS")
 
 // secretName reads the name before the separator at s[sep] (past blanks and
 // a closing quote) and returns how long its normalized ending in *name is
@@ -226,6 +272,12 @@ func secretName(s []byte, sep int, name *[32]byte) (n int, aws bool) {
 	}
 	if i > 0 && (s[i-1] == '"' || s[i-1] == '\'' || s[i-1] == '`') {
 		i--
+		if i > 0 && s[i-1] == '\\' {
+			i-- // JSON inside a JSON string: {\"password\": \"…\"}
+		}
+	}
+	if i == 0 || !nameEnds[s[i-1]] {
+		return 0, false // the quick answer for most separators
 	}
 	// Walk the name backwards, keeping its last 32 letters and digits,
 	// lower-cased, in order at the end of name; `_`, `-` and `.` are
@@ -265,9 +317,15 @@ func assignedValue(s []byte, vs int) (start, end int) {
 		vs++
 	}
 	var quote byte
+	escaped := vs+1 < len(s) && s[vs] == '\\' // JSON inside a JSON string
+	if escaped {
+		vs++
+	}
 	if vs < len(s) && (s[vs] == '"' || s[vs] == '\'' || s[vs] == '`') {
 		quote = s[vs]
 		vs++
+	} else if escaped {
+		vs--
 	}
 	for _, scheme := range []string{"Bearer ", "bearer ", "Basic ", "basic ", "Token ", "token "} {
 		if bytes.HasPrefix(s[vs:], []byte(scheme)) {
@@ -282,9 +340,38 @@ func assignedValue(s []byte, vs int) (start, end int) {
 			quote == 0 && bytes.IndexByte([]byte(" \t,;&\"'`<>()[]{}"), c) >= 0 {
 			break
 		}
+		if quote == 0 && c == '=' && end+1 < len(s) && alnum[s[end+1]] {
+			break // the next assignment (a=b=c); base64's padding ends a value
+		}
 		end++
 	}
+	if escaped && quote != 0 && end > vs && s[end-1] == '\\' {
+		end-- // the backslash of the closing \"
+	}
 	return vs, end
+}
+
+// urlPasswordAt returns the password of the URL whose userinfo ends at the
+// `@` at s[at] (`postgres://app:<password>@db:5432/x`, `redis://:<password>@h`),
+// or end 0. The password is a secret whatever its entropy; a placeholder
+// (`${DB_PASSWORD}`, `****`) is not.
+func urlPasswordAt(s []byte, at int) (start, end int) {
+	userinfo := func(i int) int { // the start of the userinfo part ending at s[i]
+		j := i
+		for j > 0 && i-j < maxSecretLen && bytes.IndexByte([]byte("/:@ \t\r\n\"'<>`"), s[j-1]) < 0 {
+			j--
+		}
+		return j
+	}
+	start = userinfo(at)
+	if start == at || start == 0 || s[start-1] != ':' {
+		return 0, 0
+	}
+	user := userinfo(start - 1)
+	if user < 3 || string(s[user-3:user]) != "://" || placeholder(s[start:at]) {
+		return 0, 0
+	}
+	return start, at
 }
 
 // placeholder reports values that stand in for a secret: `${VAR}`,
