@@ -315,7 +315,12 @@ func (g *Gateway) Close(ctx context.Context) error {
 	// bridged calls, drains and watchers end with it), wait for every
 	// goroutine of the gateway, then stop the metric callbacks.
 	g.life.Close()
-	defer g.plugins.Close(ctx) //nolint:errcheck // logged by the host; after the upstreams, whose calls may still hook
+	// The plugins stop last: the upstreams' calls in flight may still hook.
+	defer func() {
+		if err := g.plugins.Close(ctx); err != nil {
+			g.log.Warn("stopping plugins", zap.Error(err))
+		}
+	}()
 	if !started {
 		return nil
 	}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"github.com/manifold-mcp/manifold/plugins"
 	"maps"
 	"net/http"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
+	"github.com/manifold-mcp/manifold/plugins"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"

@@ -3,12 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"github.com/manifold-mcp/manifold/plugins"
 	"net/http"
 	"os"
 	"runtime"
 	"time"
 
+	"github.com/manifold-mcp/manifold/plugins"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 )
