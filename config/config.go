@@ -92,6 +92,8 @@ type Config struct {
 	Audit *Audit
 	// Telemetry configures traces and metrics (key "telemetry"); the zero value means none.
 	Telemetry Telemetry
+	// Plugins are the hook plugins (key "plugins"), in the file's order; see Plugin.
+	Plugins []Plugin
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
@@ -287,6 +289,9 @@ func (c *Config) ApplyDefaults() {
 		c.Audit.applyDefaults()
 	}
 	c.Telemetry.applyDefaults()
+	for i := range c.Plugins {
+		c.Plugins[i].applyDefaults()
+	}
 	for name, s := range c.Servers {
 		s.Name = name
 		if s.Type == "" {

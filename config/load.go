@@ -197,8 +197,8 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// document decodes the top level: the servers, the gateway's own sections, the reserved
-// plugins section (an error) and host settings (ignored).
+// document decodes the top level: the servers, the gateway's own sections and host settings
+// (ignored).
 func (d *decoder) document(doc map[string]any, cfg *Config) {
 	cfg.ServersKey = keyServers
 	if _, ok := doc[keyServers]; !ok {
@@ -221,7 +221,7 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 		case keyTelemetry:
 			d.telemetry(k, doc[k], &cfg.Telemetry)
 		case keyPlugins:
-			d.fail(k, "not supported yet in this version: remove it, it would not be enforced")
+			cfg.Plugins = d.plugins(k, doc[k])
 		default:
 			if msg := topLevelTypo(k); msg != "" {
 				d.fail(joinKey("", k), msg)

@@ -50,6 +50,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 		v.audit(c.Audit)
 	}
 	v.telemetry(&c.Telemetry, &c.Gateway)
+	v.plugins(c.Plugins)
 	section := c.ServersKey
 	if section == "" {
 		section = keyServers

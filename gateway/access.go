@@ -140,6 +140,9 @@ type view struct {
 	// servers are the servers with something in the view; nil in the view
 	// of everything (routes.all).
 	servers map[string]bool
+	// aliases are the names list_post hooks listed tools and prompts
+	// under (aliases.go); nil without such hooks.
+	aliases *aliases
 }
 
 // viewCache holds the views of one routes generation under one access
@@ -158,7 +161,7 @@ const maxCachedViews = 1024
 // view returns what req's principal may list.
 func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
 	r, a := g.routes.Load(), g.current().access
-	if a.policy.Unrestricted() {
+	if a.policy.Unrestricted() && !g.listsByPlugins() {
 		return &r.all
 	}
 	pr, ok := principal(ctx, a, req)
@@ -193,7 +196,7 @@ func (g *Gateway) viewOf(r *routes, a *access, pr *policy.Principal) *view {
 			return v.(*view)
 		}
 	}
-	v := filterView(r, a.policy, pr)
+	v := g.pluginView(r, pr, filterView(r, a.policy, pr))
 	if vc.routes == r && vc.access == a && vc.size.Add(1) <= maxCachedViews {
 		vc.views.Store(pr.Key(), v)
 	}

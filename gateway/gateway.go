@@ -26,6 +26,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/lifecycle"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
+	"github.com/manifold-mcp/manifold/plugins"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -130,6 +131,8 @@ type Gateway struct {
 
 	// clients are the downstream HTTP sessions, by principal (clients.go).
 	clients clients
+	// plugins runs the hook plugins of the config in force (plugins.go).
+	plugins *plugins.Host
 }
 
 // New builds a Gateway for cfg, which must be valid (config.Load validates).
@@ -163,6 +166,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		life:     lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.clients.wake = make(chan struct{}, 1)
+	g.plugins = g.newPluginHost()
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -262,6 +266,7 @@ func (g *Gateway) Start(ctx context.Context) {
 			g.life.Defer(m.ObserveAuditDropped(g.obs.audit.Dropped))
 		}
 	}
+	g.applyPlugins(runCtx, g.current().cfg)
 	g.life.Go(g.mergeLoop)
 	g.life.Go(g.sweepIdle)
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
@@ -310,6 +315,12 @@ func (g *Gateway) Close(ctx context.Context) error {
 	// bridged calls, drains and watchers end with it), wait for every
 	// goroutine of the gateway, then stop the metric callbacks.
 	g.life.Close()
+	// The plugins stop last: the upstreams' calls in flight may still hook.
+	defer func() {
+		if err := g.plugins.Close(ctx); err != nil {
+			g.log.Warn("stopping plugins", zap.Error(err))
+		}
+	}()
 	if !started {
 		return nil
 	}

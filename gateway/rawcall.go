@@ -143,6 +143,8 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 	}
 	rt, ok := r.c.routes.lookup(m.kind, r.c.name)
 	switch {
+	case !ok && g.listsByPlugins():
+		return nil // maybe an alias (aliases.go): the slow path's
 	case !ok:
 		return r // answered not-found, as the slow path answers it
 	case !rt.up.TakesRaw():
@@ -272,7 +274,17 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 	if err := g.upstreamSession(ctx, c, from); err != nil {
 		return nil, false, upstreamError(err)
 	}
-	return g.forwardRaw(ctx, r)
+	h := g.hooks(ctx, c, sessionIDOf(r.ss))
+	if h != nil { // plugin pre-hooks
+		if res, done, err := g.rawPreHooks(ctx, h, r); done {
+			return res, false, err
+		}
+	}
+	res, toolErr, err = g.forwardRaw(ctx, r)
+	if h != nil && err == nil { // plugin post-hooks
+		return rawPostHooks(ctx, h, r.m.kind, res, toolErr)
+	}
+	return res, toolErr, err
 }
 
 // unknown is the slow path's answer for r's name when it does not exist or

@@ -190,6 +190,7 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		g.opts.Level.SetLevel(level)
 	}
 	g.merge()
+	g.applyPlugins(ctx, cfg)
 	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) {
 		// What each principal may see can have changed while the union
 		// registered with the SDK did not.

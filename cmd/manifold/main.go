@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/plugins/builtin"
 	"github.com/manifold-mcp/manifold/upstream"
 )
 
@@ -21,6 +22,7 @@ Usage:
   manifold validate --config FILE
   manifold policy explain --config FILE --principal NAME (--tool NAME | …)
   manifold demo-server [--name NAME] [--http ADDR]
+  manifold plugin NAME          (a builtin plugin, started by the gateway)
   manifold version
 
 Without --config, serve uses an embedded default that fronts two built-in
@@ -60,6 +62,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		printVersion(stdout)
 		return 0
+	case "plugin": // started by the gateway for `builtin: NAME` plugins
+		return builtin.Main(args[1:], func(s string) { fmt.Fprintln(stderr, s) })
 	case "upstream-guard": // internal: see upstream.RunGuard
 		return upstream.RunGuard(args[1:], stderr)
 	case "help", "--help", "-h":

@@ -79,6 +79,9 @@ type Record struct {
 	// any value encoding/json can marshal (such as the map[string]string of prompts/get). The
 	// Log records them as the config says: see config.Audit.Arguments. Nil: none.
 	Arguments any `json:"-"`
+	// Plugins are the hook plugins' decisions on the call (plugins.Decision values), when
+	// some plugin covers it: what each did, its rule and counts, never the values it found.
+	Plugins any `json:"plugins,omitempty"`
 }
 
 // line is the JSON form of a Record.
