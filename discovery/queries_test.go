@@ -19,7 +19,19 @@ type evalQuery struct {
 
 func loadQueries(t testing.TB) []evalQuery {
 	t.Helper()
-	b, err := os.ReadFile("testdata/queries.json")
+	return loadQueryFile(t, "testdata/queries.json")
+}
+
+// loadHoldout returns the held-out queries (testdata/holdout.json), written
+// once the ranker was settled and never used to change it.
+func loadHoldout(t testing.TB) []evalQuery {
+	t.Helper()
+	return loadQueryFile(t, "testdata/holdout.json")
+}
+
+func loadQueryFile(t testing.TB, name string) []evalQuery {
+	t.Helper()
+	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +95,14 @@ func sharesWord(query, name string) (string, bool) {
 // share no word with their tool's name.
 func TestQuerySet(t *testing.T) {
 	qs := loadQueries(t)
+	checkQueries(t, qs, 100)
+	checkQueries(t, loadHoldout(t), 40)
+}
+
+// checkQueries checks one query set: at least minimum queries, each naming
+// a tool of the catalog, at least half of them paraphrases sharing no word
+// with their tool's name.
+func checkQueries(t *testing.T, qs []evalQuery, minimum int) {
 	names := map[string]bool{}
 	for _, tool := range loadCatalog(t) {
 		names[tool.Server+"__"+tool.Name] = true
@@ -99,8 +119,8 @@ func TestQuerySet(t *testing.T) {
 			}
 		}
 	}
-	if len(qs) < 100 {
-		t.Errorf("%d queries, want at least 100", len(qs))
+	if len(qs) < minimum {
+		t.Errorf("%d queries, want at least %d", len(qs), minimum)
 	}
 	if 2*paraphrases < len(qs) {
 		t.Errorf("%d of %d queries are paraphrases, want at least half", paraphrases, len(qs))
