@@ -85,3 +85,17 @@ func TestDiscoveryValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestDiscoveryFromEnvironment(t *testing.T) {
+	cfg, err := Parse([]byte("gateway: {discovery: {mode: full}}\n"), FormatYAML, "d.yaml",
+		testOpts(nil, "MANIFOLD_GATEWAY__DISCOVERY__MODE=progressive", "MANIFOLD_GATEWAY__DISCOVERY__ALWAYS=a__x, b__*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Discovery{Mode: DiscoveryProgressive, Always: []string{"a__x", "b__*"}}
+	if diff := cmp.Diff(want, cfg.Gateway.Discovery); diff != "" {
+		t.Errorf("discovery (-want +got):\n%s", diff)
+	}
+	_, err = Parse(nil, FormatYAML, "d.yaml", testOpts(nil, "MANIFOLD_GATEWAY__DISCOVERY__MODE=lazy"))
+	checkErrors(t, err, []wantErr{{"environment", "MANIFOLD_GATEWAY__DISCOVERY__MODE", "full or progressive"}})
+}
