@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"context"
+	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/telemetry"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -48,21 +52,12 @@ func TestProgressiveDiscoveryLists(t *testing.T) {
 			}
 			t.Run("a group set to full lists the catalog", func(t *testing.T) {
 				names := toolNames(t, connectAs(t, srv.URL, aliceKey, version))
-				if !contains(names, "alpha__echo") || contains(names, metaSearch) {
+				if !slices.Contains(names, "alpha__echo") || slices.Contains(names, metaSearch) {
 					t.Errorf("alice lists %v, want the catalog without meta-tools", names)
 				}
 			})
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // callJSON calls tool with args and returns its result, failing on a
@@ -215,5 +210,47 @@ func TestDiscoveryModeFor(t *testing.T) {
 				t.Errorf("progressiveFor(%v) = %v, want %v", tt.groups, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestProgressiveCallIsTracedUnderTheRealName: a call through the call
+// meta-tool gets the server span of the tool it names, continuing the
+// client's trace context, and its upstream call the client span.
+func TestProgressiveCallIsTracedUnderTheRealName(t *testing.T) {
+	rcv := testutil.NewOTLPReceiver(t)
+	ratio := 0.0 // only requests with a sampled parent are recorded
+	tel, err := telemetry.New(context.Background(), &config.Telemetry{Traces: &config.Traces{
+		Endpoint: rcv.URL, Protocol: config.ProtocolHTTP, SampleRatio: &ratio}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	progressive := func(c *config.Config) { c.Gateway.Discovery.Mode = config.DiscoveryProgressive }
+	h := newHarnessOpts(t, &Options{Telemetry: tel}, progressive, upstreamSpec{name: "alpha", demoName: "alpha"})
+	cs := h.connectVersion(t, "2025-11-25")
+	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: metaCall,
+		Arguments: map[string]any{"name": "alpha__meta"}, Meta: mcp.Meta{"traceparent": clientTP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, _, _ := rcv.Received()
+	var names []string
+	for _, s := range spans {
+		names = append(names, s.Name)
+		if s.Name == "tools/call alpha__meta" {
+			if got := testutil.AttrMap(s.Attributes)["gen_ai.tool.name"]; got != "alpha__meta" {
+				t.Errorf("server span's tool name %q, want alpha__meta", got)
+			}
+			if hex.EncodeToString(s.TraceId) != clientTrace {
+				t.Errorf("server span in trace %x, want the client's %s", s.TraceId, clientTrace)
+			}
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"tools/call alpha__meta", "tools/call meta"}; !slices.Equal(names, want) {
+		t.Errorf("spans %v, want %v", names, want)
 	}
 }
