@@ -10,7 +10,6 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
-	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -217,18 +216,11 @@ func TestDiscoveryModeFor(t *testing.T) {
 // meta-tool gets the server span of the tool it names, continuing the
 // client's trace context, and its upstream call the client span.
 func TestProgressiveCallIsTracedUnderTheRealName(t *testing.T) {
-	rcv := testutil.NewOTLPReceiver(t)
-	ratio := 0.0 // only requests with a sampled parent are recorded
-	tel, err := telemetry.New(context.Background(), &config.Telemetry{Traces: &config.Traces{
-		Endpoint: rcv.URL, Protocol: config.ProtocolHTTP, SampleRatio: &ratio}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	rcv, tel := newTracing(t)
 	progressive := func(c *config.Config) { c.Gateway.Discovery.Mode = config.DiscoveryProgressive }
 	h := newHarnessOpts(t, &Options{Telemetry: tel}, progressive, upstreamSpec{name: "alpha", demoName: "alpha"})
 	cs := h.connectVersion(t, "2025-11-25")
-	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: metaCall,
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: metaCall,
 		Arguments: map[string]any{"name": "alpha__meta"}, Meta: mcp.Meta{"traceparent": clientTP}})
 	if err != nil {
 		t.Fatal(err)

@@ -19,20 +19,15 @@ import (
 // tool's real name.
 func TestProgressiveDiscoveryNode(t *testing.T) {
 	requireNode(t)
-	nm := filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol")
 	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
-	cfg := writeConfig(t, fmt.Sprintf(`
-mcpServers:
-  everything:
-    command: node
-    args: [%q, stdio]
+	cfg := writeConfig(t, everythingServer()+fmt.Sprintf(`
 gateway:
   timeouts: { call: 30s }
   discovery:
     mode: progressive
     always: ["everything__get-sum"]
 audit: { file: %q }
-`, filepath.Join(nm, "server-everything", "dist", "index.js"), auditFile))
+`, auditFile))
 	g := startGateway(t, "--config", cfg)
 	waitForTool(t, g, "everything__get-sum") // listed (always): server-everything's catalog is merged
 
@@ -96,4 +91,11 @@ audit: { file: %q }
 	if !echoed {
 		t.Errorf("no audit record of everything__echo; audit:\n%s", b)
 	}
+}
+
+// everythingServer is the mcpServers section fronting server-everything
+// (stdio, npm) as "everything".
+func everythingServer() string {
+	return fmt.Sprintf("mcpServers:\n  everything:\n    command: node\n    args: [%q, stdio]\n",
+		filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
 }
