@@ -246,3 +246,24 @@ func TestProgressiveCallIsTracedUnderTheRealName(t *testing.T) {
 		t.Errorf("spans %v, want %v", names, want)
 	}
 }
+
+// TestReloadIntoProgressiveDiscovery: a reload that turns progressive
+// discovery on sends tools list_changed (the tools registered with the SDK
+// did not change), after which the client lists the meta-tools, and can
+// search at once (the index is built for the new config).
+func TestReloadIntoProgressiveDiscovery(t *testing.T) {
+	h := newReloadHarness(t, false)
+	h.drainNotes()
+	if names := toolNames(t, h.client); slices.Contains(names, metaSearch) {
+		t.Fatalf("before: tools %v", names)
+	}
+	h.reload(t, h.reloadConfig(false, func(c *config.Config) { c.Gateway.Discovery.Mode = config.DiscoveryProgressive }), nil)
+	waitNote(t, h.notes, "tools")
+	if diff := gocmp.Diff(metaNames, toolNames(t, h.client)); diff != "" {
+		t.Errorf("after: tools (-want +got):\n%s", diff)
+	}
+	res := callJSON(t, h.client, metaSearch, map[string]any{"query": "return the message unchanged"})
+	if hits := res.StructuredContent.(map[string]any)["tools"].([]any); len(hits) == 0 || hits[0].(map[string]any)["name"] != "alpha__echo" {
+		t.Errorf("search after the reload: %v", hits)
+	}
+}
