@@ -179,7 +179,10 @@ func (g *Gateway) unwrapCall(next mcp.MethodHandler) mcp.MethodHandler {
 		if err := json.Unmarshal(orEmpty(cr.Params.Arguments), &args); err != nil || args.Name == "" {
 			return toolError(metaCall + `: arguments must be {"name": "<tool>", "arguments": {…}}`), nil
 		}
-		if a := bytes.TrimSpace(args.Arguments); len(a) > 0 && a[0] != '{' && !bytes.Equal(a, []byte("null")) {
+		switch a := bytes.TrimSpace(args.Arguments); {
+		case bytes.Equal(a, []byte("null")):
+			args.Arguments = nil // as if absent
+		case len(a) > 0 && a[0] != '{':
 			return toolError(metaCall + ": arguments must be an object"), nil
 		}
 		params := *cr.Params

@@ -299,3 +299,30 @@ func BenchmarkProgressiveSearch(b *testing.B) {
 		gw.searchTools(snap, pr, args)
 	}
 }
+
+func TestProgressiveMetaToolArguments(t *testing.T) {
+	_, srv, _ := teamGateway(t, progressiveTeam)
+	cs := connectAs(t, srv.URL, bobKey, "2025-11-25")
+	tests := []struct {
+		name, tool string
+		args       map[string]any
+		wantError  string // "" for a result without isError
+		wantText   string // a part of the text
+	}{
+		{name: "call without a name", tool: metaCall, args: map[string]any{}, wantError: `arguments must be {"name"`},
+		{name: "call with arguments that are not an object", tool: metaCall, args: map[string]any{"name": "alpha__echo", "arguments": []any{1}}, wantError: "arguments must be an object"},
+		{name: "call with null arguments is a call without", tool: metaCall, args: map[string]any{"name": "alpha__link", "arguments": nil}},
+		{name: "describe without a name", tool: metaDescribe, args: map[string]any{}, wantError: `arguments must be {"name"`},
+		{name: "search with a limit that is not a number", tool: metaSearch, args: map[string]any{"query": "echo", "limit": "3"}, wantError: "arguments must be"},
+		{name: "search matching nothing says so", tool: metaSearch, args: map[string]any{"query": "zzzz qqqq"}, wantText: "No tool matches"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := callJSON(t, cs, tt.tool, tt.args)
+			text := textOf(t, res.Content)
+			if res.IsError != (tt.wantError != "") || !strings.Contains(text, tt.wantError+tt.wantText) {
+				t.Errorf("%s: isError %v, %q; want error %q, text %q", tt.tool, res.IsError, text, tt.wantError, tt.wantText)
+			}
+		})
+	}
+}
