@@ -212,6 +212,8 @@ type Gateway struct {
 	Timeouts Timeouts
 	Backoff  Backoff
 	Log      Log
+	// Discovery (key "discovery") chooses full or progressive tool discovery.
+	Discovery Discovery
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

@@ -190,6 +190,7 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 	if g.MaxToolNameLength < 16 || g.MaxToolNameLength > 1024 {
 		v.add("gateway.maxToolNameLength", "must be between 16 and 1024")
 	}
+	v.discovery(g.Discovery)
 	for i, h := range g.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/ \t\r\n@?#") {
 			v.add(fmt.Sprintf("gateway.allowedHosts[%d]", i), "must be a host or host:port, without scheme or path")

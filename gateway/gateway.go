@@ -100,6 +100,8 @@ type Gateway struct {
 	routes   atomic.Pointer[routes]
 	views    atomic.Pointer[viewCache]
 	inflight lifecycle.Gauge // requests being handled, for draining
+	// search is progressive discovery's index (searchindex.go).
+	search atomic.Pointer[searchIndex]
 	// rawServed counts the calls the raw path served (rawcall.go): which
 	// path a request took, for tests and the status page.
 	rawServed atomic.Int64
@@ -188,10 +190,11 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	g.server = mcp.NewServer(impl, serverOpts)
 	g.serverInfo, _ = json.Marshal(impl) // plain strings: cannot fail
 	// Outermost first: recover, then cancellation by session deletion, then
-	// the session's last use (clients.go), then spans, metrics and audit,
-	// then the gateway's own interception.
+	// the session's last use (clients.go), then the call meta-tool's
+	// unwrapping (discovery.go), then spans, metrics and audit, then the
+	// gateway's own interception.
 	g.calls.watch = g.watchSession
-	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.observe, g.interceptor)
+	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.unwrapCall, g.observe, g.interceptor)
 	// Resource updates reach only sessions that may read the URI now, and
 	// per-client ones their own session only.
 	g.server.AddSendingMiddleware(g.filterUpdates)
@@ -394,6 +397,7 @@ func (g *Gateway) merge() {
 	defer g.syncMu.Unlock()
 	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader)
 	g.routes.Store(r)
+	g.indexCatalog(r)
 	g.apply(r)
 	seen := make(map[string]bool, len(problems))
 	for _, p := range problems {

@@ -128,6 +128,9 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		g.inflight.Add()
 		defer g.inflight.Done()
+		if res, handled, err := g.discovered(ctx, method, req); handled {
+			return res, err
+		}
 		if res, handled, err := g.list(ctx, req); handled {
 			return res, err
 		}

@@ -141,6 +141,9 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 	} else {
 		r.c.name = string(envelope.Text(env.Name.In(msg)))
 	}
+	if m.kind == policy.Tool && r.c.snap.disc.isMeta(r.c.name) {
+		return nil // progressive discovery's meta-tools: the SDK path's (discovery.go)
+	}
 	rt, ok := r.c.routes.lookup(m.kind, r.c.name)
 	switch {
 	case !ok && g.listsByPlugins():

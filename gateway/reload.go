@@ -191,9 +191,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	}
 	g.merge()
 	g.applyPlugins(ctx, cfg)
-	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) {
-		// What each principal may see can have changed while the union
-		// registered with the SDK did not.
+	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) || !reflect.DeepEqual(cfg.Gateway.Discovery, old.cfg.Gateway.Discovery) {
+		// What each principal may see (or how: gateway.discovery) can have
+		// changed while the union registered with the SDK did not.
 		g.notifyListsChanged()
 	}
 	return nil

@@ -18,6 +18,7 @@ type snapshot struct {
 	access *access
 	edge   *edge
 	ns     namespacing.Options
+	disc   *discoveryMode // gateway.discovery; nil: full for everyone
 	// loaded is when the snapshot was applied.
 	loaded time.Time
 }
@@ -28,6 +29,7 @@ func newSnapshot(cfg *config.Config, an *authn.Authenticator) *snapshot {
 		access: newAccess(cfg, an),
 		edge:   newEdge(&cfg.Gateway),
 		ns:     namespacing.Options{Separator: cfg.Gateway.Separator, MaxLength: cfg.Gateway.MaxToolNameLength},
+		disc:   newDiscoveryMode(&cfg.Gateway.Discovery),
 		loaded: time.Now(),
 	}
 }

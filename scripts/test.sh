@@ -69,7 +69,10 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
     ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody ./upstream:FuzzSSEReader \
     ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./internal/envelope:FuzzMembers \
-    ./plugins:FuzzDecodeList ./gateway:FuzzPluginResult \
+    ./plugins:FuzzDecodeList ./gateway:FuzzPluginResult ./discovery:FuzzParseQuery \
+    ./plugins/builtin/redact:FuzzJSON ./plugins/builtin/redact:FuzzText \
+    ./plugins/builtin/guard:FuzzCheck ./plugins/builtin/guard:FuzzConfig \
+    ./plugins/builtin/guard:FuzzURLAllowList ./plugins/builtin/guard:FuzzPathTraversal \
     ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
