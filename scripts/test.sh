@@ -64,7 +64,7 @@ if [ "$fuzztime" != "0" ]; then
     ./policy:FuzzPattern ./policy:FuzzDecide \
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
     ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzURIAgainstWHATWG ./namespacing:FuzzName ./namespacing:FuzzURI \
-    ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
+    ./config:FuzzParse ./config:FuzzEnvOverride ./gateway:FuzzStdio ./gateway:FuzzRequestState \
     ./gateway:FuzzUpstreamNotFound \
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
     ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody ./upstream:FuzzSSEReader \
