@@ -57,7 +57,7 @@ type field struct {
 }
 
 // gatewayFields describes the gateway section with destinations in g. It is the single list of
-// gateway keys, used for the file and for MANIFOLD_GATEWAY__… overrides alike.
+// gateway keys, used for the file and for MANIFOLD_GATEWAY__… overrides alike (envSchema).
 func gatewayFields(g *Gateway) []field {
 	return []field{
 		{name: "listen", ptr: &g.Listen},

@@ -47,8 +47,8 @@ var defaultYAML []byte
 type LoadOptions struct {
 	// LookupEnv resolves ${VAR} references; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
-	// Environ lists the "NAME=value" variables scanned for MANIFOLD_GATEWAY__… overrides; nil
-	// means os.Environ(). Pass an empty non-nil slice for no overrides.
+	// Environ lists the "NAME=value" variables scanned for MANIFOLD_<SECTION>__… overrides;
+	// nil means os.Environ(). Pass an empty non-nil slice for no overrides.
 	Environ []string
 	// Logger receives debug records of ignored keys (never values); nil means no logging.
 	Logger *zap.Logger
