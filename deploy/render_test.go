@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -498,5 +499,19 @@ func writeFile(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestChartConfigChangeKeepsPods checks that changing the config changes the ConfigMap but
+// not the pod template: the change is hot-reloaded, where a changed template would make
+// Kubernetes restart every pod.
+func TestChartConfigChangeKeepsPods(t *testing.T) {
+	a := render(t, "")
+	b := render(t, "config: {gateway: {log: {level: debug}}}")
+	if a.configMaps[0].Data["config.yaml"] == b.configMaps[0].Data["config.yaml"] {
+		t.Fatalf("the config change did not reach the ConfigMap")
+	}
+	if !equality.Semantic.DeepEqual(a.deployments[0].Spec.Template, b.deployments[0].Spec.Template) {
+		t.Errorf("a config change changes the pod template, which restarts the pods")
 	}
 }
