@@ -1,23 +1,29 @@
 // Package config holds Manifold's typed gateway configuration: loading it from a YAML or JSON
-// file (or the embedded default), expanding ${VAR} references, applying MANIFOLD_GATEWAY__…
-// environment overrides, and validating it strictly, reporting every problem at once with the
-// file and key it comes from.
+// file (or the embedded default), expanding ${VAR} references, applying MANIFOLD_<SECTION>__…
+// environment overrides and secret files, and validating it strictly, reporting every problem
+// at once with the file and key it comes from.
+//
+// koanf (github.com/knadh/koanf/v2) reads the file and merges the overrides over it
+// (layers.go); a strict decoder then walks the merged tree with one field table per section
+// (decode.go), so unknown keys are errors and defaults stay typed.
 //
 // The upstream servers use the mcpServers shape of Claude Desktop, Claude Code and Cursor, so a
 // host's existing file loads unchanged: keys that hosts keep for themselves are ignored (logged
 // at debug), while unknown keys in the gateway's own sections are errors. REFERENCE.md in this
 // folder documents every key.
 //
-// Environment overrides: a variable MANIFOLD_<SEG>__<SEG>… (double underscore between levels)
-// sets a key of the gateway section, matched case-insensitively, and beats the file:
+// Environment overrides: a variable MANIFOLD_<SECTION>__<KEY>… (double underscore between
+// levels) sets a key of any section, matched case-insensitively against the keys and against
+// the server names the file uses, and beats the file:
 //
-//	MANIFOLD_GATEWAY__LISTEN=0.0.0.0:9000        gateway.listen
-//	MANIFOLD_GATEWAY__INSECURE=true              gateway.insecure
-//	MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS=10     gateway.limits.maxSessions
-//	MANIFOLD_GATEWAY__ALLOWEDHOSTS=a.test,b.test gateway.allowedHosts (comma-separated list)
+//	MANIFOLD_GATEWAY__LISTEN=0.0.0.0:9000                gateway.listen
+//	MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS=10             gateway.limits.maxSessions
+//	MANIFOLD_GATEWAY__ALLOWEDHOSTS=a.test,b.test         gateway.allowedHosts (comma-separated)
+//	MANIFOLD_MCPSERVERS__EVERYTHING__URL=https://e.test  mcpServers.everything.url
+//	MANIFOLD_AUTH__JWT__ISSUER=https://idp.test          auth.jwt.issuer
 //
 // Variables without "__" (such as MANIFOLD_BINARY) are not overrides. An override naming no
-// known key is an error whose source is "environment".
+// known key is an error whose source is "environment"; override values are used literally.
 //
 // Everything here is safe for concurrent use: loading shares no state, and a loaded *Config is
 // meant to be treated as an immutable snapshot.

@@ -50,3 +50,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEnvOverride feeds arbitrary variable names and values to the override resolver over a
+// file with dotted and mixed-case server names. Parse must never panic, and every failure must
+// be reported as field errors.
+func FuzzEnvOverride(f *testing.F) {
+	for _, s := range [][2]string{
+		{"MANIFOLD_GATEWAY__LISTEN", "127.0.0.1:1"},
+		{"MANIFOLD_GATEWAY__LISTNE", "x"},
+		{"MANIFOLD_MCPSERVERS__ACME.SEARCH__HEADERS__X", "${Y}"},
+		{"MANIFOLD_MCPSERVERS__everything__ARGS", "a,,b"},
+		{"MANIFOLD_AUTH__APIKEYS__0__KEY", "k"},
+		{"MANIFOLD_AUDIT__STDOUT", "true"},
+		{"MANIFOLD___", ""},
+		{"MANIFOLD_TELEMETRY__TRACES__SAMPLERATIO", "NaN"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	doc := []byte("mcpServers: {Everything: {command: x}, acme.search: {url: \"https://a.test\", headers: {X: y}}}\naudit: {stdout: true}\n")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		_, err := Parse(doc, FormatYAML, "fuzz", testOpts(nil, name+"="+value))
+		if err != nil && len(FieldErrors(err)) == 0 {
+			t.Fatalf("error is not a field error: %v", err)
+		}
+	})
+}
