@@ -94,11 +94,14 @@ type Gateway struct {
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
-	snap     atomic.Pointer[snapshot] // the applied config; see snapshot
-	pool     pool                     // the upstreams, by name
-	routes   atomic.Pointer[routes]
-	views    atomic.Pointer[viewCache]
-	inflight lifecycle.Gauge // requests being handled, for draining
+	snap atomic.Pointer[snapshot] // the applied config; see snapshot
+	// toolsetsSeen is set once a config with toolsets applies: before, no
+	// request can name one (toolsets.go).
+	toolsetsSeen atomic.Bool
+	pool         pool // the upstreams, by name
+	routes       atomic.Pointer[routes]
+	views        atomic.Pointer[viewCache]
+	inflight     lifecycle.Gauge // requests being handled, for draining
 	// rawServed counts the calls the raw path served (rawcall.go): which
 	// path a request took, for tests and the status page.
 	rawServed atomic.Int64
@@ -113,6 +116,8 @@ type Gateway struct {
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
 	problems map[string]bool // last reported merge problems, to log each once
+	// lastProblems are the last merge's problems, for status.
+	lastProblems []mergeProblem
 
 	changed chan struct{} // an upstream changed (buffered 1)
 	// life is the one owner of the gateway's run: running from Start to
@@ -148,6 +153,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if err := CheckCatalog(cfg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	an, err := newAuthenticator(context.Background(), &cfg.Auth, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -163,6 +171,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		life:     lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.clients.wake = make(chan struct{}, 1)
+	g.toolsetsSeen.Store(len(cfg.Toolsets) > 0)
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -381,7 +390,8 @@ func (g *Gateway) mergeLoop(ctx context.Context) {
 func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
-	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader)
+	snap := g.current()
+	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader)
 	g.routes.Store(r)
 	g.apply(r)
 	seen := make(map[string]bool, len(problems))
@@ -393,4 +403,5 @@ func (g *Gateway) merge() {
 		}
 	}
 	g.problems = seen
+	g.lastProblems = problems
 }

@@ -15,6 +15,9 @@ import (
 // the caller answers exactly as for a name that does not exist, so that
 // denied names cannot be enumerated.
 func (g *Gateway) permit(ctx context.Context, c *call) bool {
+	if !g.inToolset(ctx, c) {
+		return false
+	}
 	a := c.snap.access
 	if c.kind == policy.Resource || c.kind == policy.Template {
 		return g.uriPermitted(ctx, a, c.principal, c.known, c.kind, c.name, c.route)
