@@ -256,7 +256,9 @@ func TestAToolsetGetsListChangedWhenAnUpstreamInItChanges(t *testing.T) {
 	dev := connectIn(t, h, "dev", notes)
 	toolNames(t, dev)
 	h.ups["alpha"].server.AddTool(&mcp.Tool{Name: "fresh", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	waitNote(t, notes, "tools")
 	if names := toolNames(t, dev); !slices.Contains(names, "alpha__fresh") {
 		t.Errorf("after list_changed, dev's tools = %v", names)
