@@ -98,7 +98,8 @@ type Gateway struct {
 	// toolsetsSeen is set once a config with toolsets applies: before, no
 	// request can name one (toolsets.go).
 	toolsetsSeen atomic.Bool
-	pool         pool // the upstreams, by name
+	notes        toolsetNotes // the toolsets' own list_changed
+	pool         pool         // the upstreams, by name
 	routes       atomic.Pointer[routes]
 	views        atomic.Pointer[viewCache]
 	inflight     lifecycle.Gauge // requests being handled, for draining
@@ -196,10 +197,13 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	// the session's last use (clients.go), then spans, metrics and audit,
 	// then the gateway's own interception.
 	g.calls.watch = g.watchSession
-	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.observe, g.interceptor)
+	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.observe, g.joinToolset, g.interceptor)
 	// Resource updates reach only sessions that may read the URI now, and
 	// per-client ones their own session only.
 	g.server.AddSendingMiddleware(g.filterUpdates)
+	// A toolset's sessions hear of their toolset's changes only
+	// (toolsetnotes.go).
+	g.server.AddSendingMiddleware(g.filterListChanged)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {

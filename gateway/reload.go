@@ -199,6 +199,7 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) || !reflect.DeepEqual(cfg.Toolsets, old.cfg.Toolsets) {
 		// What each principal (and toolset) may see can have changed while
 		// the union registered with the SDK did not.
+		g.notes.moveAll()
 		g.notifyListsChanged()
 	}
 	return nil

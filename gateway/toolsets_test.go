@@ -336,3 +336,34 @@ func TestToolsetAllowsByServerAndKind(t *testing.T) {
 		}
 	}
 }
+
+func TestAToolsetHearsOfItsOwnChangesOnly(t *testing.T) {
+	h := newHarnessWith(t, toolsetConfig, upstreamSpec{name: "alpha", demoName: "alpha"}, upstreamSpec{name: "beta", demoName: "beta"})
+	devNotes, supportNotes := make(chan string, 10), make(chan string, 10)
+	dev := connectIn(t, h, "dev", devNotes)
+	connectIn(t, h, "support", supportNotes)
+	add := func(server, tool string) {
+		h.ups[server].server.AddTool(&mcp.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	}
+	// beta is outside dev: the whole catalog hears of it, dev does not.
+	add("beta", "outside")
+	waitNote(t, h.notes, "tools")
+	// alpha is in dev: dev hears of it (and of nothing before it).
+	add("alpha", "inside")
+	waitNote(t, devNotes, "tools")
+	if names := toolNames(t, dev); !slices.Contains(names, "alpha__inside") || slices.Contains(names, "beta__outside") {
+		t.Errorf("dev's tools = %v", names)
+	}
+	select {
+	case n := <-devNotes:
+		t.Errorf("dev got a second %s list_changed: one was for beta", n)
+	default:
+	}
+	// support holds beta__echo only: neither change was its own.
+	select {
+	case n := <-supportNotes:
+		t.Errorf("support got a %s list_changed for tools it does not hold", n)
+	default:
+	}
+}
