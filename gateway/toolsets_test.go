@@ -344,7 +344,9 @@ func TestAToolsetHearsOfItsOwnChangesOnly(t *testing.T) {
 	connectIn(t, h, "support", supportNotes)
 	add := func(server, tool string) {
 		h.ups[server].server.AddTool(&mcp.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 	}
 	// beta is outside dev: the whole catalog hears of it, dev does not.
 	add("beta", "outside")
