@@ -74,18 +74,8 @@ func overrideFields(o *Override) []field {
 // overrides decodes mcpServers.<name>.tools or .prompts: a mapping of upstream names to
 // overrides. Tools may have annotations; prompts have none in MCP.
 func (d *decoder) overrides(key string, v any, tools bool) map[string]Override {
-	m, ok := d.mapping(key, v)
-	if !ok || len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]Override, len(m))
-	for _, name := range sortedKeys(m) {
-		ik := joinKey(key, name)
+	return entries(d, key, v, func(ik, _ string, e map[string]any) Override {
 		var o Override
-		e, ok := d.mapping(ik, m[name])
-		if !ok {
-			continue
-		}
 		rest := make(map[string]any, len(e))
 		for k, x := range e {
 			if k == "annotations" && tools {
@@ -99,7 +89,23 @@ func (d *decoder) overrides(key string, v any, tools bool) map[string]Override {
 			fields = append(fields, field{name: "annotations"})
 		}
 		d.section(ik, fields, rest)
-		out[name] = o
+		return o
+	})
+}
+
+// entries decodes v, a mapping of names to mappings under key, with entry; nil when empty.
+// An entry that is not a mapping is reported and left out.
+func entries[T any](d *decoder, key string, v any, entry func(key, name string, e map[string]any) T) map[string]T {
+	m, ok := d.mapping(key, v)
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]T, len(m))
+	for _, name := range sortedKeys(m) {
+		ik := joinKey(key, name)
+		if e, ok := d.mapping(ik, m[name]); ok {
+			out[name] = entry(ik, name, e)
+		}
 	}
 	return out
 }
@@ -114,19 +120,14 @@ func (d *decoder) annotations(key string, v any) *Annotations {
 	if !ok {
 		return nil
 	}
+	hints := map[string]**bool{
+		"readOnlyHint": &a.ReadOnlyHint, "destructiveHint": &a.DestructiveHint,
+		"idempotentHint": &a.IdempotentHint, "openWorldHint": &a.OpenWorldHint,
+	}
 	rest := make(map[string]any, len(m))
 	for k, x := range m {
-		var p **bool
-		switch k {
-		case "readOnlyHint":
-			p = &a.ReadOnlyHint
-		case "destructiveHint":
-			p = &a.DestructiveHint
-		case "idempotentHint":
-			p = &a.IdempotentHint
-		case "openWorldHint":
-			p = &a.OpenWorldHint
-		default:
+		p, ok := hints[k]
+		if !ok {
 			rest[k] = x
 			continue
 		}
@@ -143,40 +144,20 @@ func (d *decoder) annotations(key string, v any) *Annotations {
 
 // toolsets decodes the toolsets section.
 func (d *decoder) toolsets(key string, v any) map[string]Toolset {
-	m, ok := d.mapping(key, v)
-	if !ok || len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]Toolset, len(m))
-	for _, name := range sortedKeys(m) {
-		ik := joinKey(key, name)
-		e, ok := d.mapping(ik, m[name])
-		if !ok {
-			continue
-		}
+	return entries(d, key, v, func(ik, name string, e map[string]any) Toolset {
 		ts := Toolset{Name: name}
+		lists := map[string]*[]string{"servers": &ts.Servers, "tools": &ts.Tools, "prompts": &ts.Prompts, "resources": &ts.Resources}
 		rest := make(map[string]any, len(e))
 		for k, x := range e {
-			var p *[]string
-			switch k {
-			case "servers":
-				p = &ts.Servers
-			case "tools":
-				p = &ts.Tools
-			case "prompts":
-				p = &ts.Prompts
-			case "resources":
-				p = &ts.Resources
-			default:
+			if p, ok := lists[k]; ok {
+				d.patternList(joinKey(ik, k), p, x)
+			} else {
 				rest[k] = x
-				continue
 			}
-			d.patternList(joinKey(ik, k), p, x)
 		}
 		d.section(ik, []field{{name: "servers"}, {name: "tools"}, {name: "prompts"}, {name: "resources"}}, rest)
-		out[name] = ts
-	}
-	return out
+		return ts
+	})
 }
 
 // patternList decodes a list of strings where, unlike elsewhere, [] (take nothing) differs

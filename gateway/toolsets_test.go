@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -78,28 +79,25 @@ func connectIn(t *testing.T, h *harness, name string, notes chan string) *mcp.Cl
 	return cs
 }
 
-func promptNames(t *testing.T, cs *mcp.ClientSession) []string {
+// listed returns the keys of the items of a list iterator of the client.
+func listed[T any](t *testing.T, items iter.Seq2[T, error], key func(T) string) []string {
 	t.Helper()
-	var names []string
-	for p, err := range cs.Prompts(context.Background(), nil) {
+	var keys []string
+	for it, err := range items {
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, p.Name)
+		keys = append(keys, key(it))
 	}
-	return names
+	return keys
+}
+
+func promptNames(t *testing.T, cs *mcp.ClientSession) []string {
+	return listed(t, cs.Prompts(context.Background(), nil), func(p *mcp.Prompt) string { return p.Name })
 }
 
 func resourceURIs(t *testing.T, cs *mcp.ClientSession) []string {
-	t.Helper()
-	var uris []string
-	for r, err := range cs.Resources(context.Background(), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		uris = append(uris, r.URI)
-	}
-	return uris
+	return listed(t, cs.Resources(context.Background(), nil), func(r *mcp.Resource) string { return r.URI })
 }
 
 // withPrefix returns the names of names starting with prefix, but skip.
