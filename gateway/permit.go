@@ -49,9 +49,12 @@ func (g *Gateway) decide(ctx context.Context, a *access, pr *policy.Principal, k
 }
 
 // readable reports whether req's principal may read uri, which routes to
-// rt, under the snapshot serving now: for requests outside the call
-// pipeline (subscriptions).
+// rt, under the snapshot serving now, in the toolset of the request's
+// endpoint: for requests outside the call pipeline (subscriptions).
 func (g *Gateway) readable(ctx context.Context, req mcp.Request, uri string, rt route) bool {
+	if ts := g.toolsetOf(ctx, g.current()); ts != nil && !ts.allows(policy.Resource, uri, rt.up.Name()) {
+		return false
+	}
 	return g.uriAllowed(ctx, req, policy.Resource, uri, rt)
 }
 

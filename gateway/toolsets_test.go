@@ -64,6 +64,13 @@ func toolsetConfig(c *config.Config) {
 // its list_changed notifications go to notes.
 func connectIn(t *testing.T, h *harness, name string, notes chan string) *mcp.ClientSession {
 	t.Helper()
+	return connectInVersion(t, h, name, notes, "")
+}
+
+// connectInVersion is connectIn offering protocol version v ("": the
+// SDK's latest).
+func connectInVersion(t *testing.T, h *harness, name string, notes chan string, v string) *mcp.ClientSession {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolset-client"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { notes <- "tools" },
 	})
@@ -71,7 +78,7 @@ func connectIn(t *testing.T, h *harness, name string, notes chan string) *mcp.Cl
 	if _, err := h.gw.Server().Connect(WithToolset(context.Background(), name), st, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := c.Connect(context.Background(), ct, nil)
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: v})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,5 +372,23 @@ func TestAToolsetHearsOfItsOwnChangesOnly(t *testing.T) {
 	case n := <-supportNotes:
 		t.Errorf("support got a %s list_changed for tools it does not hold", n)
 	default:
+	}
+}
+
+func TestAToolsetSessionSubscribesOnlyToItsResources(t *testing.T) {
+	h := newHarnessWith(t, toolsetConfig, upstreamSpec{name: "alpha", demoName: "alpha"}, upstreamSpec{name: "beta", demoName: "beta"})
+	dev := connectInVersion(t, h, "dev", make(chan string, 10), "2025-11-25")
+	ctx := context.Background()
+	if err := dev.Subscribe(ctx, &mcp.SubscribeParams{URI: "manifold://beta/demo://beta/readme"}); err != nil {
+		t.Fatalf("subscribe outside the toolset: %v (want the silent acknowledgement of an unknown URI)", err)
+	}
+	if n := h.gw.Status(nil).Subscriptions; n != 0 {
+		t.Fatalf("a subscription outside the toolset reached the upstream (%d held)", n)
+	}
+	if err := dev.Subscribe(ctx, &mcp.SubscribeParams{URI: "manifold://alpha/demo://alpha/readme"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.gw.Status(nil).Subscriptions; n != 1 {
+		t.Errorf("subscriptions held = %d, want alpha's readme", n)
 	}
 }
