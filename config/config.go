@@ -100,6 +100,9 @@ type Config struct {
 	Telemetry Telemetry
 	// Plugins are the hook plugins (key "plugins"), in the file's order; see Plugin.
 	Plugins []Plugin
+	// Toolsets are the named subsets of the catalog served on their own endpoints (key
+	// "toolsets"), by name.
+	Toolsets map[string]Toolset
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
@@ -156,6 +159,11 @@ type Server struct {
 	// the gateway serves the others meanwhile. Changing it on reload does not restart the
 	// server.
 	Required bool
+	// Tools and Prompts (keys "tools", "prompts") reshape the server's tools and prompts, by the
+	// upstream's own name (see Override). A change applies on reload without restarting the
+	// server.
+	Tools   map[string]Override
+	Prompts map[string]Override
 }
 
 // SessionMode returns the server's effective session mode: Session when set, else

@@ -26,6 +26,8 @@ func FuzzParse(f *testing.F) {
 		"audit: {file: /nonexistent/dir/a.jsonl, maxSizeMB: 0}\ntelemetry: {metrics: {listen: \":9464\"}}",
 		"telemetry: {traces: {endpoint: \"http://127.0.0.1:4318\", protocol: grpc, sampleRatio: .nan, headers: {A: \"${T}\"}}}",
 		`{"telemetry": {"traces": {"sampleRatio": "0.5"}, "metrics": null}, "audit": null, "plugins": {}}`,
+		"mcpServers: {a: {command: x, tools: {echo: {rename: say, description: d, appendDescription: e, annotations: {readOnlyHint: true, title: t}}, b: {hide: true}}, prompts: {p: {rename: ''}}}}",
+		"mcpServers: {a: {command: x, tools: {x: {rename: y}, y: {rename: y}, z: null}}}\ntoolsets: {dev: {servers: [a, b], tools: ['!*__d*', a__d1], prompts: [], resources: null}, 'x/y': [], '': {}}",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

@@ -249,11 +249,3 @@ audit: {stdout: true, hashKeyFile: ` + short + `}
 		}
 	})
 }
-
-func keysOf[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}

@@ -160,6 +160,9 @@ const maxCachedViews = 1024
 
 // view returns what req's principal may list.
 func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
+	if v, ok := g.listView(ctx, req); ok {
+		return v // a toolset's (toolsets.go)
+	}
 	r, a := g.routes.Load(), g.current().access
 	if a.policy.Unrestricted() && !g.listsByPlugins() {
 		return &r.all
@@ -204,10 +207,16 @@ func (g *Gateway) viewOf(r *routes, a *access, pr *policy.Principal) *view {
 }
 
 func filterView(r *routes, p *policy.Policy, pr *policy.Principal) *view {
+	return filterIn(r, p, pr, nil)
+}
+
+// filterIn returns what pr may list of r under p (nil: everything), in
+// toolset ts (nil: the whole catalog).
+func filterIn(r *routes, p *policy.Policy, pr *policy.Principal, ts *toolset) *view {
 	v := &view{}
 	seen := map[string]bool{} // servers with something in the view
 	allowed := func(kind policy.Kind, name, server string) bool {
-		ok := p.Decide(pr, kind, name, server).Allowed
+		ok := (ts == nil || ts.allows(kind, name, server)) && (p == nil || p.Unrestricted() || p.Decide(pr, kind, name, server).Allowed)
 		if ok {
 			seen[server] = true
 		}

@@ -95,11 +95,15 @@ type Gateway struct {
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
-	snap     atomic.Pointer[snapshot] // the applied config; see snapshot
-	pool     pool                     // the upstreams, by name
-	routes   atomic.Pointer[routes]
-	views    atomic.Pointer[viewCache]
-	inflight lifecycle.Gauge // requests being handled, for draining
+	snap atomic.Pointer[snapshot] // the applied config; see snapshot
+	// toolsetsSeen is set once a config with toolsets applies: before, no
+	// request can name one (toolsets.go).
+	toolsetsSeen atomic.Bool
+	notes        toolsetNotes // the toolsets' own list_changed
+	pool         pool         // the upstreams, by name
+	routes       atomic.Pointer[routes]
+	views        atomic.Pointer[viewCache]
+	inflight     lifecycle.Gauge // requests being handled, for draining
 	// search is progressive discovery's index (searchindex.go).
 	search atomic.Pointer[searchIndex]
 	// rawServed counts the calls the raw path served (rawcall.go): which
@@ -116,6 +120,8 @@ type Gateway struct {
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
 	problems map[string]bool // last reported merge problems, to log each once
+	// lastProblems are the last merge's problems, for status.
+	lastProblems []mergeProblem
 
 	changed chan struct{} // an upstream changed (buffered 1)
 	// life is the one owner of the gateway's run: running from Start to
@@ -153,6 +159,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if err := CheckCatalog(cfg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	an, err := newAuthenticator(context.Background(), &cfg.Auth, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -169,6 +178,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	}
 	g.clients.wake = make(chan struct{}, 1)
 	g.plugins = g.newPluginHost()
+	g.toolsetsSeen.Store(len(cfg.Toolsets) > 0)
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -194,10 +204,13 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	// unwrapping (discovery.go), then spans, metrics and audit, then the
 	// gateway's own interception.
 	g.calls.watch = g.watchSession
-	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.unwrapCall, g.observe, g.interceptor)
+	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.unwrapCall, g.observe, g.joinToolset, g.interceptor)
 	// Resource updates reach only sessions that may read the URI now, and
 	// per-client ones their own session only.
 	g.server.AddSendingMiddleware(g.filterUpdates)
+	// A toolset's sessions hear of their toolset's changes only
+	// (toolsetnotes.go).
+	g.server.AddSendingMiddleware(g.filterListChanged)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {
@@ -395,7 +408,8 @@ func (g *Gateway) mergeLoop(ctx context.Context) {
 func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
-	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader)
+	snap := g.current()
+	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader)
 	g.routes.Store(r)
 	g.indexCatalog(r)
 	g.apply(r)
@@ -408,4 +422,5 @@ func (g *Gateway) merge() {
 		}
 	}
 	g.problems = seen
+	g.lastProblems = problems
 }

@@ -139,6 +139,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		return errors.New("reload: loading the config returned nothing")
 	}
 	res.Hash = cfg.Hash
+	if err := CheckCatalog(cfg); err != nil {
+		return err
+	}
 	old := g.current()
 	if res.Trigger == TriggerFile && cfg.Hash == old.cfg.Hash {
 		res.Result = ReloadUnchanged
@@ -168,6 +171,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		}
 		return errors.New("reload: the gateway is not running")
 	}
+	if len(cfg.Toolsets) > 0 {
+		g.toolsetsSeen.Store(true) // before any request can find one
+	}
 	g.snap.Store(newSnapshot(cfg, an))
 	res.poolChanges = g.updatePool(cfg)
 	g.pool.mu.Unlock()
@@ -191,9 +197,11 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	}
 	g.merge()
 	g.applyPlugins(ctx, cfg)
-	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) || !reflect.DeepEqual(cfg.Gateway.Discovery, old.cfg.Gateway.Discovery) {
-		// What each principal may see (or how: gateway.discovery) can have
-		// changed while the union registered with the SDK did not.
+	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) || !reflect.DeepEqual(cfg.Toolsets, old.cfg.Toolsets) || !reflect.DeepEqual(cfg.Gateway.Discovery, old.cfg.Gateway.Discovery) {
+		// What each principal (and toolset) may see, or how
+		// (gateway.discovery), can have changed while the union registered
+		// with the SDK did not.
+		g.notes.moveAll()
 		g.notifyListsChanged()
 	}
 	return nil

@@ -19,18 +19,21 @@ type snapshot struct {
 	edge   *edge
 	ns     namespacing.Options
 	disc   *discoveryMode // gateway.discovery; nil: full for everyone
+	// toolsets are the compiled toolsets, by name (toolsets.go).
+	toolsets map[string]*toolset
 	// loaded is when the snapshot was applied.
 	loaded time.Time
 }
 
 func newSnapshot(cfg *config.Config, an *authn.Authenticator) *snapshot {
 	return &snapshot{
-		cfg:    cfg,
-		access: newAccess(cfg, an),
-		edge:   newEdge(&cfg.Gateway),
-		ns:     namespacing.Options{Separator: cfg.Gateway.Separator, MaxLength: cfg.Gateway.MaxToolNameLength},
-		disc:   newDiscoveryMode(&cfg.Gateway.Discovery),
-		loaded: time.Now(),
+		cfg:      cfg,
+		access:   newAccess(cfg, an),
+		edge:     newEdge(&cfg.Gateway),
+		ns:       namespacing.Options{Separator: cfg.Gateway.Separator, MaxLength: cfg.Gateway.MaxToolNameLength},
+		disc:     newDiscoveryMode(&cfg.Gateway.Discovery),
+		loaded:   time.Now(),
+		toolsets: compileToolsets(cfg),
 	}
 }
 

@@ -29,6 +29,8 @@ type Status struct {
 	// Subscriptions counts the resource subscriptions held on upstreams.
 	Subscriptions int           `json:"subscriptions"`
 	Process       ProcessStatus `json:"process"`
+	// Catalog shows the overrides and toolsets in force (overrides.go).
+	Catalog CatalogStatus `json:"catalog"`
 }
 
 // ConfigStatus names the config serving.
@@ -83,6 +85,7 @@ func (g *Gateway) Status(pr *policy.Principal) *Status {
 	if pr != nil && !snap.access.policy.Unrestricted() {
 		visible = filterView(g.routes.Load(), snap.access.policy, pr).servers
 	}
+	st.Catalog = g.catalogStatus(snap, visible)
 	clientSessions := g.perClient.countByBase()
 	g.pool.mu.Lock()
 	st.Draining = len(g.pool.draining)

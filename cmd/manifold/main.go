@@ -18,7 +18,7 @@ import (
 const usage = `manifold — one MCP endpoint in front of many MCP servers
 
 Usage:
-  manifold serve [--config FILE] [--listen ADDR] [--stdio] [--log-file FILE]
+  manifold serve [--config FILE] [--listen ADDR] [--stdio [--toolset NAME]] [--log-file FILE]
   manifold validate --config FILE
   manifold policy explain --config FILE --principal NAME (--tool NAME | …)
   manifold demo-server [--name NAME] [--http ADDR]
