@@ -148,6 +148,11 @@ type Server struct {
 	// the gateway serves the others meanwhile. Changing it on reload does not restart the
 	// server.
 	Required bool
+	// Auth (key "auth") is how the gateway authenticates to this http or sse server (see
+	// UpstreamAuth); the zero value means its static headers only.
+	Auth UpstreamAuth
+	// Lists (key "lists") is ListsShared or ListsPerClient; empty means shared.
+	Lists string
 }
 
 // SessionMode returns the server's effective session mode: Session when set, else
@@ -210,6 +215,8 @@ type Gateway struct {
 	Timeouts Timeouts
 	Backoff  Backoff
 	Log      Log
+	// TokenStore (key "tokenStore") keeps per-principal upstream tokens; see TokenStore.
+	TokenStore TokenStore
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

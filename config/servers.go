@@ -53,6 +53,8 @@ func serverFields(s *Server, a *serverAliases) []field {
 		{name: "maxConcurrency", ptr: &s.MaxConcurrency},
 		{name: "disabled", ptr: &s.Disabled},
 		{name: "required", ptr: &s.Required},
+		{name: "auth", sub: upstreamAuthFields(&s.Auth)},
+		{name: "lists", ptr: &s.Lists},
 		{name: "transportType", ptr: &a.transportType},
 		{name: "httpUrl", ptr: &a.httpURL},
 		{name: "serverUrl", ptr: &a.serverURL},
