@@ -90,6 +90,8 @@ type Gateway struct {
 	calls sessionCalls
 	// perClient holds the upstream sessions of per-client servers.
 	perClient perClient
+	// creds are the token sources of servers with auth (upcreds.go).
+	creds upstreamCreds
 	server    *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
@@ -236,6 +238,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
 		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},
+		Credential:      g.poolCredential(s, gw),
 	}
 }
 
