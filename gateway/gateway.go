@@ -91,8 +91,8 @@ type Gateway struct {
 	// perClient holds the upstream sessions of per-client servers.
 	perClient perClient
 	// creds are the token sources of servers with auth (upcreds.go).
-	creds upstreamCreds
-	server    *mcp.Server
+	creds  upstreamCreds
+	server *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
