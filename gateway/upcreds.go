@@ -2,10 +2,7 @@ package gateway
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -51,26 +48,11 @@ func (c *upstreamCreds) storeLocked(cfg config.TokenStore) (upcred.Store, error)
 		return c.store, c.storeErr
 	}
 	c.storeCfg, c.servers = cfg, nil // exchangers hold the old store
-	if cfg.File == "" {
-		c.store, c.storeErr = &upcred.MemoryStore{}, nil
-		return c.store, nil
+	c.store, c.storeErr = upcred.OpenStore(cfg)
+	if c.storeErr != nil {
+		c.store = &upcred.MemoryStore{} // exchangers report storeErr instead
 	}
-	secret := []byte(cfg.Secret)
-	if cfg.SecretFile != "" {
-		b, err := os.ReadFile(cfg.SecretFile)
-		if err != nil {
-			c.store, c.storeErr = &upcred.MemoryStore{}, fmt.Errorf("gateway.tokenStore.secretFile: %w", err)
-			return c.store, c.storeErr
-		}
-		secret = []byte(strings.TrimSpace(string(b)))
-	}
-	fs, err := upcred.NewFileStore(cfg.File, secret)
-	if err != nil {
-		c.store, c.storeErr = &upcred.MemoryStore{}, err
-		return c.store, err
-	}
-	c.store, c.storeErr = fs, nil
-	return fs, nil
+	return c.store, c.storeErr
 }
 
 // forServer returns the token sources of s under the token store cfg.

@@ -1,6 +1,7 @@
 package upcred
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -16,6 +17,8 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"github.com/manifold-mcp/manifold/config"
 )
 
 // fileVersion is the version of the store file's envelope.
@@ -262,4 +265,22 @@ func writeAtomic(path string, data []byte) error {
 		d.Close()
 	}
 	return nil
+}
+
+// OpenStore returns the store cfg configures: a FileStore when cfg.File is set (its secret
+// from cfg.Secret or the file cfg.SecretFile, surrounding white space dropped), else a new
+// MemoryStore.
+func OpenStore(cfg config.TokenStore) (Store, error) {
+	if cfg.File == "" {
+		return &MemoryStore{}, nil
+	}
+	secret := []byte(cfg.Secret)
+	if cfg.SecretFile != "" {
+		b, err := os.ReadFile(cfg.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("gateway.tokenStore.secretFile: %w", err)
+		}
+		secret = bytes.TrimSpace(b)
+	}
+	return NewFileStore(cfg.File, secret)
 }
