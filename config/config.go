@@ -151,7 +151,8 @@ type Server struct {
 	// Auth (key "auth") is how the gateway authenticates to this http or sse server (see
 	// UpstreamAuth); the zero value means its static headers only.
 	Auth UpstreamAuth
-	// Lists (key "lists") is ListsShared or ListsPerClient; empty means shared.
+	// Lists (key "lists") is ListsShared (empty means shared); ListsPerClient is reserved
+	// and refused by validation in this version.
 	Lists string
 }
 

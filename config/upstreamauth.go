@@ -121,7 +121,9 @@ func tokenStoreFields(t *TokenStore) []field {
 func (v *validator) upstreamAuth(serverKey string, s Server, typ string, jwt bool) {
 	key := serverKey
 	switch s.Lists {
-	case "", ListsShared, ListsPerClient:
+	case "", ListsShared:
+	case ListsPerClient:
+		v.add(joinKey(key, "lists"), "per-client lists are not available in this version: every client sees the lists of the server's shared listing session")
 	default:
 		v.add(joinKey(key, "lists"), "must be shared or per-client")
 	}

@@ -25,7 +25,6 @@ mcpServers:
            privateKeyFile: ` + key + `, scopes: [read, write], resource: https://a.test/mcp}
   user:
     url: https://b.test/mcp
-    lists: per-client
     auth: {type: token-exchange, tokenURL: https://as.test/token, clientID: gw, clientSecret: s3cret,
            tokenEndpointAuth: client_secret_post, audience: https://b.test}
 `
@@ -43,7 +42,7 @@ mcpServers:
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("auth (-want +got):\n%s", diff)
 	}
-	if c.Servers["user"].Lists != ListsPerClient || !c.Servers["user"].Auth.PerPrincipal() || c.Servers["machine"].Auth.PerPrincipal() {
+	if !c.Servers["user"].Auth.PerPrincipal() || c.Servers["machine"].Auth.PerPrincipal() {
 		t.Errorf("lists/per-principal wrong: %+v", c.Servers["user"])
 	}
 	if c.Gateway.TokenStore.File == "" {
@@ -96,6 +95,11 @@ func TestUpstreamAuthValidation(t *testing.T) {
 				{"m.yaml", "mcpServers.a.auth.scopes[0]", "non-empty scope token"},
 				{"m.yaml", "mcpServers.a.lists", "must be shared or per-client"},
 			},
+		},
+		{
+			name: "per-client lists are refused until they are available",
+			doc:  "mcpServers: {a: {url: https://a.test/mcp, lists: per-client}}\n",
+			want: []wantErr{{"m.yaml", "mcpServers.a.lists", "not available in this version"}},
 		},
 		{
 			name: "the token store needs a long enough secret",
