@@ -218,4 +218,3 @@ func (v *validator) tokenStore(t TokenStore) {
 		v.checkFile(key+".secretFile", t.SecretFile)
 	}
 }
-
