@@ -134,9 +134,32 @@ func (c *client) request(ctx context.Context, params url.Values) (*Token, error)
 	if err != nil {
 		return nil, c.tokenError(err)
 	}
+	return c.token(t, c.cfg.Scopes), nil
+}
+
+// refresh uses t's refresh token (the refresh_token grant, through x/oauth2,
+// which keeps the old refresh token when the answer carries none).
+func (c *client) refresh(ctx context.Context, t *Token) (*Token, error) {
+	style := oauth2.AuthStyleInHeader
+	if c.method() == config.ClientSecretPost {
+		style = oauth2.AuthStyleInParams
+	}
+	oc := oauth2.Config{ClientID: c.cfg.ClientID, ClientSecret: c.secret,
+		Endpoint: oauth2.Endpoint{TokenURL: c.cfg.TokenURL, AuthStyle: style}}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, c.opts.HTTPClient)
+	nt, err := oc.TokenSource(ctx, &oauth2.Token{RefreshToken: t.RefreshToken}).Token()
+	if err != nil {
+		return nil, c.tokenError(err)
+	}
+	return c.token(nt, t.Scopes), nil
+}
+
+// token converts an x/oauth2 token, obtained now; scopes are those to
+// record when the answer names none.
+func (c *client) token(t *oauth2.Token, scopes []string) *Token {
 	now := c.opts.Now()
 	out := &Token{AccessToken: t.AccessToken, TokenType: t.TokenType, RefreshToken: t.RefreshToken,
-		Expiry: t.Expiry, Obtained: now}
+		Expiry: t.Expiry, Obtained: now, Scopes: scopes}
 	if !t.Expiry.IsZero() {
 		// x/oauth2 turned expires_in into a time on the real clock: the same lifetime on
 		// ours.
@@ -144,10 +167,8 @@ func (c *client) request(ctx context.Context, params url.Values) (*Token, error)
 	}
 	if s, ok := t.Extra("scope").(string); ok && s != "" {
 		out.Scopes = strings.Fields(s)
-	} else {
-		out.Scopes = c.cfg.Scopes
 	}
-	return out, nil
+	return out
 }
 
 // tokenError describes a failed token request without its body (which might echo a secret).
@@ -243,9 +264,20 @@ func (e *Exchanger) AccessToken(ctx context.Context, principal, subject string) 
 	mu, _ := e.locks.LoadOrStore(principal, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
-	if t, err := e.store.Get(ctx, principal, e.c.server); err == nil && t.Valid(e.c.opts.Now(), e.c.opts.EarlyExpiry) {
-		return t.AccessToken, nil
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
+	stored, err := e.store.Get(ctx, principal, e.c.server)
+	switch {
+	case err == nil && stored.Valid(e.c.opts.Now(), e.c.opts.EarlyExpiry):
+		return stored.AccessToken, nil
+	case err == nil && stored.RefreshToken != "" && e.c.method() != config.PrivateKeyJWT:
+		// Refreshed without the caller's JWT; a refused refresh falls back
+		// to a new exchange.
+		if t, rerr := e.c.refresh(ctx, stored); rerr == nil {
+			if err := e.store.Put(ctx, principal, e.c.server, t); err != nil {
+				return "", err
+			}
+			return t.AccessToken, nil
+		}
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return "", err
 	}
 	if subject == "" {

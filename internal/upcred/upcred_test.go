@@ -262,18 +262,32 @@ func TestExchangerPerPrincipal(t *testing.T) {
 	if n := as.CountGrants(testauth.GrantTokenExchange); n != 2 {
 		t.Errorf("%d exchanges, want 2", n)
 	}
+	// An expired token is refreshed with its refresh token, without the caller's JWT.
 	clk.add(2 * time.Minute)
-	renewed, err := ex.AccessToken(ctx, "alice", "jwt-of-alice")
+	renewed, err := ex.AccessToken(ctx, "alice", "")
 	if err != nil || renewed == alice {
-		t.Fatalf("an expired token was not exchanged again: %v", err)
+		t.Fatalf("an expired token was not refreshed: %v", err)
 	}
-	// A stored token serves without the caller's JWT until it expires; then the JWT is needed.
+	if i, _ := as.Lookup(renewed); i.Principal != "alice" {
+		t.Errorf("the refreshed token is %+v", i)
+	}
+	if n, m := as.CountGrants(testauth.GrantRefreshToken), as.CountGrants(testauth.GrantTokenExchange); n != 1 || m != 2 {
+		t.Errorf("%d refreshes and %d exchanges, want 1 and 2", n, m)
+	}
 	if got, err := ex.AccessToken(ctx, "alice", ""); err != nil || got != renewed {
 		t.Errorf("stored token without a subject: %q, %v", got, err)
 	}
-	clk.add(2 * time.Minute)
+	// A refresh token the server no longer knows: a new exchange, which needs the JWT.
+	stored, _ := store.Get(ctx, "alice", "up")
+	stored.Expiry, stored.RefreshToken = clk.now().Add(-time.Minute), "rt-unknown"
+	if err := store.Put(ctx, "alice", "up", stored); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ex.AccessToken(ctx, "alice", ""); !errors.Is(err, ErrNoSubject) {
-		t.Errorf("expired token without a subject: %v, want ErrNoSubject", err)
+		t.Errorf("refused refresh without a subject: %v, want ErrNoSubject", err)
+	}
+	if got, err := ex.AccessToken(ctx, "alice", "jwt-of-alice"); err != nil || got == renewed {
+		t.Errorf("refused refresh with a subject: %q, %v; want a new exchange", got, err)
 	}
 	_, err = ex.AccessToken(ctx, "mallory", "not-a-valid-subject-jwt")
 	if !errors.Is(err, ErrTokenEndpoint) || strings.Contains(err.Error(), "not-a-valid-subject-jwt") {
