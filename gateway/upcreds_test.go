@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -24,6 +23,22 @@ import (
 // gateway's, on a 2025-11-25 session and a sessionless 2026-07-28 client; the client's JWT
 // never reaches an upstream, and the exchanged tokens are kept in the
 // encrypted token store.
+// serveGateway starts gw and serves it over HTTP until the test ends, when
+// its sessions, the server and gw are closed.
+func serveGateway(t *testing.T, gw *Gateway) *httptest.Server {
+	t.Helper()
+	gw.Start(context.Background())
+	hs := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() {
+		for ss := range gw.Server().Sessions() {
+			ss.Close()
+		}
+		hs.Close()
+		gw.Close(context.Background())
+	})
+	return hs
+}
+
 func TestUpstreamCredentials(t *testing.T) {
 	const secret = "a-jwt-hmac-secret-of-at-least-32-bytes"
 	mint := func(sub string) string {
@@ -36,21 +51,9 @@ func TestUpstreamCredentials(t *testing.T) {
 		}
 		return s
 	}
-	as := &testauth.Server{
-		Clients: map[string]testauth.Client{"gw": {Secret: "gw-secret"}},
-		Subject: func(tok string) (string, error) {
-			var c jwt.RegisteredClaims
-			if _, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return []byte(secret), nil }); err != nil {
-				return "", errors.New("bad subject")
-			}
-			return c.Subject, nil
-		},
-	}
-	asSrv := httptest.NewServer(as)
-	t.Cleanup(asSrv.Close)
-	as.TokenURL = asSrv.URL + "/token"
-	up := httptest.NewServer(as.Protected("https://up.test"))
-	t.Cleanup(up.Close)
+	as := &testauth.Server{Clients: map[string]testauth.Client{"gw": {Secret: "gw-secret"}}, Subject: testauth.HMACSubject([]byte(secret))}
+	upURL, stop := testauth.Start(as, "https://up.test")
+	t.Cleanup(stop)
 
 	storePath := filepath.Join(t.TempDir(), "tokens")
 	const storeSecret = "a-token-store-secret-of-32-bytes-or-more"
@@ -58,8 +61,8 @@ func TestUpstreamCredentials(t *testing.T) {
 	exchange, machine := client, client
 	exchange.Type, machine.Type = config.UpstreamAuthTokenExchange, config.UpstreamAuthClientCredentials
 	cfg := &config.Config{Servers: map[string]config.Server{
-		"user":    {Name: "user", Type: config.TypeHTTP, URL: up.URL, Session: config.SessionPerClient, Auth: exchange},
-		"machine": {Name: "machine", Type: config.TypeHTTP, URL: up.URL, Auth: machine},
+		"user":    {Name: "user", Type: config.TypeHTTP, URL: upURL, Session: config.SessionPerClient, Auth: exchange},
+		"machine": {Name: "machine", Type: config.TypeHTTP, URL: upURL, Auth: machine},
 	}, Gateway: config.DefaultGateway()}
 	cfg.Gateway.TokenStore = config.TokenStore{File: storePath, Secret: storeSecret}
 	cfg.Auth.JWT = &config.JWT{Issuer: "https://idp.example", Audience: []string{"manifold"}, Secret: secret, PrincipalClaim: "sub", GroupsClaim: "groups"}
@@ -71,15 +74,7 @@ func TestUpstreamCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw.Start(context.Background())
-	hs := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() {
-		for ss := range gw.Server().Sessions() {
-			ss.Close()
-		}
-		hs.Close()
-		gw.Close(context.Background())
-	})
+	hs := serveGateway(t, gw)
 
 	whoami := func(cs *mcp.ClientSession, tool string) string {
 		t.Helper()

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,8 @@ import (
 // token in place of a static Authorization header, and a 401 makes it ask for a new token.
 func TestCredentialReachesHTTPUpstream(t *testing.T) {
 	as := &testauth.Server{Clients: map[string]testauth.Client{"gw": {Secret: "gw-secret"}}}
-	asSrv := httptest.NewServer(as)
-	t.Cleanup(asSrv.Close)
-	as.TokenURL = asSrv.URL + "/token"
-	up := httptest.NewServer(as.Protected("https://up.test"))
-	t.Cleanup(up.Close) // after the upstream closes (cleanups run last first)
+	upURL, stop := testauth.Start(as, "https://up.test")
+	t.Cleanup(stop) // after the upstream closes (cleanups run last first)
 
 	cred, err := upcred.NewClientCredentials("web", config.UpstreamAuth{ClientID: "gw", ClientSecret: "gw-secret",
 		TokenURL: as.TokenURL, Audience: "https://up.test"}, nil)
@@ -31,7 +27,7 @@ func TestCredentialReachesHTTPUpstream(t *testing.T) {
 	}
 	opts := fastOptions()
 	opts.Credential = cred
-	u := startUpstream(t, config.Server{Name: "web", Type: "http", URL: up.URL,
+	u := startUpstream(t, config.Server{Name: "web", Type: "http", URL: upURL,
 		Headers: map[string]string{"Authorization": "Bearer static"}}, opts)
 	waitReady(t, u, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"time"
 
@@ -263,4 +264,26 @@ func (s *Server) CountGrants(grant string) int {
 		}
 	}
 	return n
+}
+
+// HMACSubject returns a Subject verifier of JWTs signed with the HMAC secret (any issuer and
+// audience): the principal is their "sub".
+func HMACSubject(secret []byte) func(string) (string, error) {
+	return func(tok string) (string, error) {
+		var c jwt.RegisteredClaims
+		if _, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return secret, nil }); err != nil {
+			return "", errors.New("bad subject token")
+		}
+		return c.Subject, nil
+	}
+}
+
+// Start serves s (setting TokenURL) and its protected MCP server for audience on loopback
+// test listeners. It returns the MCP server's URL and a function that closes both; close
+// them after the clients of the MCP server, whose open streams it waits for.
+func Start(s *Server, audience string) (mcpURL string, stop func()) {
+	as := httptest.NewServer(s)
+	s.TokenURL = as.URL + "/token"
+	up := httptest.NewServer(s.Protected(audience))
+	return up.URL, func() { up.Close(); as.Close() }
 }

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,21 +22,9 @@ import (
 // exchange), and `manifold auth revoke` makes the next session exchange
 // again while `manifold auth list` never prints a token.
 func TestUpstreamCredentialsAcrossRestarts(t *testing.T) {
-	as := &testauth.Server{
-		Clients: map[string]testauth.Client{"gw": {Secret: "gw-client-secret-0123"}},
-		Subject: func(tok string) (string, error) {
-			var c jwt.RegisteredClaims
-			if _, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return []byte(jwtSecret), nil }); err != nil {
-				return "", errors.New("bad subject")
-			}
-			return c.Subject, nil
-		},
-	}
-	asSrv := httptest.NewServer(as)
-	t.Cleanup(asSrv.Close)
-	as.TokenURL = asSrv.URL + "/token"
-	up := httptest.NewServer(as.Protected("https://up.test"))
-	t.Cleanup(up.Close)
+	as := &testauth.Server{Clients: map[string]testauth.Client{"gw": {Secret: "gw-client-secret-0123"}}, Subject: testauth.HMACSubject([]byte(jwtSecret))}
+	upURL, stop := testauth.Start(as, "https://up.test")
+	t.Cleanup(stop)
 
 	dir := t.TempDir()
 	store := filepath.Join(dir, "tokens")
@@ -53,10 +39,10 @@ gateway:
   tokenStore: { file: `+store+`, secret: "${STORE_SECRET}" }
 mcpServers:
   user:
-    url: `+up.URL+`
+    url: `+upURL+`
     auth: { type: token-exchange, tokenURL: "`+as.TokenURL+`", clientID: gw, clientSecret: "${GW_SECRET}", audience: "https://up.test" }
   machine:
-    url: `+up.URL+`
+    url: `+upURL+`
     auth: { type: client_credentials, tokenURL: "`+as.TokenURL+`", clientID: gw, clientSecret: "${GW_SECRET}", audience: "https://up.test" }
 `)
 	jwts := map[string]string{}
