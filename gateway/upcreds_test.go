@@ -20,7 +20,8 @@ import (
 
 // TestUpstreamCredentials: a token-exchange server's upstream sees each
 // principal's own exchanged token and a client_credentials server's the
-// gateway's, on a 2025-11-25 session and a sessionless 2026-07-28 client; the client's JWT
+// gateway's, on a 2025-11-25 streamable session, a sessionless 2026-07-28 client and a
+// legacy SSE session; the client's JWT
 // never reaches an upstream, and the exchanged tokens are kept in the
 // encrypted token store.
 // serveGateway starts gw and serves it over HTTP until the test ends, when
@@ -89,8 +90,13 @@ func TestUpstreamCredentials(t *testing.T) {
 	}
 	jwts := map[string]string{"alice": mint("alice"), "bob": mint("bob")}
 	for _, who := range []string{"alice", "bob"} {
-		for _, version := range []string{"2025-11-25", "2026-07-28"} {
-			cs := connectAs(t, hs.URL, jwts[who], version)
+		for _, version := range []string{"2025-11-25", "2026-07-28", "sse"} {
+			var cs *mcp.ClientSession
+			if version == "sse" {
+				cs = connectSSE(t, hs.URL, jwts[who])
+			} else {
+				cs = connectAs(t, hs.URL, jwts[who], version)
+			}
 			if got := whoami(cs, "user__whoami"); got != who {
 				t.Errorf("%s's call reached the upstream as %q", who, got)
 			}
