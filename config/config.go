@@ -151,8 +151,9 @@ type Server struct {
 	// Auth (key "auth") is how the gateway authenticates to this http or sse server (see
 	// UpstreamAuth); the zero value means its static headers only.
 	Auth UpstreamAuth
-	// Lists (key "lists") is ListsShared (empty means shared); ListsPerClient is reserved
-	// and refused by validation in this version.
+	// Lists (key "lists") is ListsShared (empty means shared) or ListsPerClient: each
+	// client's lists of the server come from its own upstream session (needs per-client
+	// sessions).
 	Lists string
 }
 

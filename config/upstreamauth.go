@@ -67,6 +67,18 @@ type UpstreamAuth struct {
 	RequestedTokenType string
 }
 
+// ListsMode returns the server's effective lists mode: Lists when set, else ListsPerClient
+// with a per-user credential (what a server lists may depend on who asks), else ListsShared.
+func (s Server) ListsMode() string {
+	switch {
+	case s.Lists != "":
+		return s.Lists
+	case s.Auth.PerPrincipal():
+		return ListsPerClient
+	}
+	return ListsShared
+}
+
 // Enabled reports whether the server has upstream authentication configured.
 func (a UpstreamAuth) Enabled() bool { return a.Type != "" }
 
@@ -123,7 +135,9 @@ func (v *validator) upstreamAuth(serverKey string, s Server, typ string, jwt boo
 	switch s.Lists {
 	case "", ListsShared:
 	case ListsPerClient:
-		v.add(joinKey(key, "lists"), "per-client lists are not available in this version: every client sees the lists of the server's shared listing session")
+		if s.SessionMode() != SessionPerClient {
+			v.add(joinKey(key, "lists"), "per-client lists come from each client's own upstream session: they need session: per-client")
+		}
 	default:
 		v.add(joinKey(key, "lists"), "must be shared or per-client")
 	}

@@ -42,7 +42,7 @@ mcpServers:
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("auth (-want +got):\n%s", diff)
 	}
-	if !c.Servers["user"].Auth.PerPrincipal() || c.Servers["machine"].Auth.PerPrincipal() {
+	if c.Servers["user"].ListsMode() != ListsPerClient || c.Servers["machine"].ListsMode() != ListsShared || !c.Servers["user"].Auth.PerPrincipal() || c.Servers["machine"].Auth.PerPrincipal() {
 		t.Errorf("lists/per-principal wrong: %+v", c.Servers["user"])
 	}
 	if c.Gateway.TokenStore.File == "" {
@@ -97,9 +97,9 @@ func TestUpstreamAuthValidation(t *testing.T) {
 			},
 		},
 		{
-			name: "per-client lists are refused until they are available",
-			doc:  "mcpServers: {a: {url: https://a.test/mcp, lists: per-client}}\n",
-			want: []wantErr{{"m.yaml", "mcpServers.a.lists", "not available in this version"}},
+			name: "per-client lists need per-client sessions",
+			doc:  "mcpServers: {a: {url: https://a.test/mcp, lists: per-client, session: shared}, b: {command: x, lists: per-client, session: per-client}}\n",
+			want: []wantErr{{"m.yaml", "mcpServers.a.lists", "need session: per-client"}},
 		},
 		{
 			name: "the token store needs a long enough secret",

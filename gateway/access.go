@@ -157,13 +157,16 @@ const maxCachedViews = 1024
 
 // view returns what req's principal may list.
 func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
-	r, a := g.routes.Load(), g.current().access
+	r, a := g.routesOf(ctx, req, true), g.current().access
 	if a.policy.Unrestricted() {
 		return &r.all
 	}
 	pr, ok := principal(ctx, a, req)
 	if !ok {
 		return &view{}
+	}
+	if r.listedPerClient != nil && r != g.routes.Load() {
+		return filterView(r, a.policy, pr) // the session's own generation: not cached
 	}
 	return g.viewOf(r, a, pr)
 }

@@ -91,8 +91,13 @@ type Gateway struct {
 	// perClient holds the upstream sessions of per-client servers.
 	perClient perClient
 	// creds are the token sources of servers with auth (upcreds.go).
-	creds  upstreamCreds
-	server *mcp.Server
+	creds upstreamCreds
+	// sessLists holds the routing generations of sessions with per-client
+	// lists (*mcp.ServerSession → *sessionRoutes); listOpens bounds the
+	// dedicated sessions opened for lists at once (sessionlists.go).
+	sessLists sync.Map
+	listOpens chan struct{}
+	server    *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
@@ -155,14 +160,15 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{
-		opts:     o,
-		log:      o.Logger.Named("gateway"),
-		obs:      newRecorder(o.Audit, o.Telemetry),
-		flights:  newFlights(),
-		registry: newRegistry(),
-		problems: map[string]bool{},
-		changed:  make(chan struct{}, 1),
-		life:     lifecycle.New(o.Logger.Named("gateway")),
+		listOpens: make(chan struct{}, maxListOpens),
+		opts:      o,
+		log:       o.Logger.Named("gateway"),
+		obs:       newRecorder(o.Audit, o.Telemetry),
+		flights:   newFlights(),
+		registry:  newRegistry(),
+		problems:  map[string]bool{},
+		changed:   make(chan struct{}, 1),
+		life:      lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.clients.wake = make(chan struct{}, 1)
 	g.snap.Store(newSnapshot(cfg, an))
@@ -192,7 +198,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.observe, g.interceptor)
 	// Resource updates reach only sessions that may read the URI now, and
 	// per-client ones their own session only.
-	g.server.AddSendingMiddleware(g.filterUpdates)
+	g.server.AddSendingMiddleware(g.filterUpdates, g.sessionNotices)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {
@@ -385,6 +391,7 @@ func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
 	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader)
+	r.listedPerClient = perClientListed(g.pool.serving())
 	g.routes.Store(r)
 	g.apply(r)
 	seen := make(map[string]bool, len(problems))

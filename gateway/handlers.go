@@ -132,6 +132,10 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		switch method {
+		case "tools/call", "prompts/get":
+			if res, ok, err := g.sessionOnlyCall(ctx, req); ok {
+				return res, err
+			}
 		case "resources/read":
 			if rr, ok := req.(*mcp.ReadResourceRequest); ok && rr.Params != nil {
 				return g.readResourceHandler(ctx, rr)

@@ -315,6 +315,9 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 	opts.Capabilities = clientRelayCapabilities(caps)
 	opts.OnChange = nil // its lists are the pool upstream's
 	opts.NoLists = true
+	if base.Config().ListsMode() == config.ListsPerClient {
+		opts.NoLists, opts.OnChange = false, g.sessionListsChanged // its client's own lists
+	}
 	opts.Logger = opts.Logger.With(zap.String(keySession, config.SessionPerClient))
 	d.up = upstream.New(base.Config(), opts)
 	p.byUp.Store(d.up, d)
@@ -391,6 +394,7 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	g.closeDedicated(p.owned(ss)) // first: their subscriptions end with them
 	g.releaseSession(ss)
 	g.flights.levels.Delete(ss)
+	g.sessLists.Delete(ss)
 	g.calls.forget(ss.ID())
 	g.clients.ended(ss)
 }
