@@ -134,7 +134,12 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 	for up := range byUp {
 		sr.catalogs[up] = up.Catalog() // before the merge reads them: a later change is seen
 	}
-	r, _ := buildRoutes(ups, g.current().ns, instructionsHeader)
+	r, problems := buildRoutes(ups, g.current().ns, instructionsHeader)
+	for _, p := range problems {
+		// This session's own: not in the gateway's problems, which /status
+		// shows to every operator as the shared lists' state.
+		g.log.Warn("upstream item skipped in a session's lists", zap.String(keyServer, p.server), zap.String(keyReason, p.String()))
+	}
 	r.listedPerClient = global.listedPerClient
 	rebase(r, byUp)
 	sr.r.Store(r)
