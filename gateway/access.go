@@ -157,7 +157,7 @@ const maxCachedViews = 1024
 
 // view returns what req's principal may list.
 func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
-	r, a := g.routesOf(ctx, req, true), g.current().access
+	r, a := g.routesOf(ctx, req, isList(req)), g.current().access
 	if a.policy.Unrestricted() {
 		return &r.all
 	}

@@ -146,6 +146,16 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 	return r
 }
 
+// isList reports whether req lists (what builds a session's generation:
+// initialize and server/discover do not open upstream sessions).
+func isList(req mcp.Request) bool {
+	switch req.(type) {
+	case *mcp.ListToolsRequest, *mcp.ListPromptsRequest, *mcp.ListResourcesRequest, *mcp.ListResourceTemplatesRequest:
+		return true
+	}
+	return false
+}
+
 // listingSession opens (or finds) the dedicated session of base for the
 // client from, within the connect timeout and maxListOpens.
 func (g *Gateway) listingSession(ctx context.Context, pr *policy.Principal, known bool, from downstream, base *upstream.Upstream) (*dedicated, error) {
