@@ -164,6 +164,13 @@ type Server struct {
 	// server.
 	Tools   map[string]Override
 	Prompts map[string]Override
+	// Auth (key "auth") is how the gateway authenticates to this http or sse server (see
+	// UpstreamAuth); the zero value means its static headers only.
+	Auth UpstreamAuth
+	// Lists (key "lists") is ListsShared (empty means shared) or ListsPerClient: each
+	// client's lists of the server come from its own upstream session (needs per-client
+	// sessions).
+	Lists string
 }
 
 // SessionMode returns the server's effective session mode: Session when set, else
@@ -228,6 +235,8 @@ type Gateway struct {
 	Log      Log
 	// Discovery (key "discovery") chooses full or progressive tool discovery.
 	Discovery Discovery
+	// TokenStore (key "tokenStore") keeps per-principal upstream tokens; see TokenStore.
+	TokenStore TokenStore
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

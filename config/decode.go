@@ -93,6 +93,7 @@ func gatewayFields(g *Gateway) []field {
 			{name: "level", ptr: &g.Log.Level},
 			{name: "format", ptr: &g.Log.Format},
 		}},
+		{name: "tokenStore", sub: tokenStoreFields(&g.TokenStore)},
 	}
 }
 

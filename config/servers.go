@@ -55,6 +55,8 @@ func serverFields(s *Server, a *serverAliases) []field {
 		{name: "required", ptr: &s.Required},
 		{name: "tools"},
 		{name: "prompts"},
+		{name: "auth", sub: upstreamAuthFields(&s.Auth)},
+		{name: "lists", ptr: &s.Lists},
 		{name: "transportType", ptr: &a.transportType},
 		{name: "httpUrl", ptr: &a.httpURL},
 		{name: "serverUrl", ptr: &a.serverURL},

@@ -43,6 +43,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 	v := &validator{source: c.Source, origins: origins, failed: failed}
 	v.gateway(&c.Gateway, c.Auth.Enabled())
 	v.auth(&c.Auth)
+	v.tokenStore(c.Gateway.TokenStore)
 	if c.Policy != nil {
 		v.policy(c.Policy)
 	}
@@ -66,6 +67,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 		s := c.Servers[name]
 		key := joinKey(section, name)
 		v.server(key, name, s)
+		v.upstreamAuth(key, s, s.Type, c.Auth.JWT != nil)
 		if s.Disabled || v.failed[joinKey(key, "prefix")] {
 			continue
 		}

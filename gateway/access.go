@@ -163,13 +163,16 @@ func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
 	if v, ok := g.listView(ctx, req); ok {
 		return v // a toolset's (toolsets.go)
 	}
-	r, a := g.routes.Load(), g.current().access
+	r, a := g.routesOf(ctx, req, isList(req)), g.current().access
 	if a.policy.Unrestricted() && !g.listsByPlugins() {
 		return &r.all
 	}
 	pr, ok := principal(ctx, a, req)
 	if !ok {
 		return &view{}
+	}
+	if r.listedPerClient != nil && r != g.routes.Load() {
+		return filterView(r, a.policy, pr) // the session's own generation: not cached
 	}
 	return g.viewOf(r, a, pr)
 }

@@ -91,6 +91,13 @@ type Gateway struct {
 	calls sessionCalls
 	// perClient holds the upstream sessions of per-client servers.
 	perClient perClient
+	// creds are the token sources of servers with auth (upcreds.go).
+	creds upstreamCreds
+	// sessLists holds the routing generations of sessions with per-client
+	// lists (*mcp.ServerSession → *sessionRoutes); listOpens bounds the
+	// dedicated sessions opened for lists at once (sessionlists.go).
+	sessLists sync.Map
+	listOpens chan struct{}
 	server    *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
@@ -167,14 +174,15 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{
-		opts:     o,
-		log:      o.Logger.Named("gateway"),
-		obs:      newRecorder(o.Audit, o.Telemetry),
-		flights:  newFlights(),
-		registry: newRegistry(),
-		problems: map[string]bool{},
-		changed:  make(chan struct{}, 1),
-		life:     lifecycle.New(o.Logger.Named("gateway")),
+		listOpens: make(chan struct{}, maxListOpens),
+		opts:      o,
+		log:       o.Logger.Named("gateway"),
+		obs:       newRecorder(o.Audit, o.Telemetry),
+		flights:   newFlights(),
+		registry:  newRegistry(),
+		problems:  map[string]bool{},
+		changed:   make(chan struct{}, 1),
+		life:      lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.clients.wake = make(chan struct{}, 1)
 	g.plugins = g.newPluginHost()
@@ -207,9 +215,10 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.unwrapCall, g.observe, g.joinToolset, g.interceptor)
 	// Resource updates reach only sessions that may read the URI now, and
 	// per-client ones their own session only.
-	g.server.AddSendingMiddleware(g.filterUpdates)
+	g.server.AddSendingMiddleware(g.filterUpdates, g.sessionNotices)
 	// A toolset's sessions hear of their toolset's changes only
-	// (toolsetnotes.go).
+	// (toolsetnotes.go). Added last, so it is outermost: it sees a
+	// per-client notice before sessionNotices turns it into list_changed.
 	g.server.AddSendingMiddleware(g.filterListChanged)
 
 	g.pool.members = map[string]*member{}
@@ -256,6 +265,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
 		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},
+		Credential:      g.poolCredential(s, gw),
 	}
 }
 
@@ -410,6 +420,7 @@ func (g *Gateway) merge() {
 	defer g.syncMu.Unlock()
 	snap := g.current()
 	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader)
+	r.listedPerClient = perClientListed(g.pool.serving())
 	g.routes.Store(r)
 	g.indexCatalog(r)
 	g.apply(r)

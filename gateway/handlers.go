@@ -139,6 +139,9 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 			if res, handled, err := g.aliasCall(ctx, req); handled {
 				return res, err
 			}
+			if res, ok, err := g.sessionOnlyCall(ctx, req); ok {
+				return res, err
+			}
 		case "resources/read":
 			if rr, ok := req.(*mcp.ReadResourceRequest); ok && rr.Params != nil {
 				return g.readResourceHandler(ctx, rr)

@@ -95,6 +95,9 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	var zero R
 	c := call{kind: m.kind, name: m.target(req)}
 	g.pin(ctx, &c)
+	if c.routes.listedPerClient != nil {
+		c.routes = g.routesOf(ctx, req, false) // the session's lists (sessionlists.go)
+	}
 	g.authenticate(&c, callerOf(ctx, req))
 	if !g.resolve(ctx, &c) {
 		return zero, m.unknown(req, c.name)

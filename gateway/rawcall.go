@@ -136,6 +136,11 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 		return nil
 	}
 	r.c = call{kind: m.kind, snap: g.current(), routes: g.routes.Load()}
+	if r.c.routes.listedPerClient != nil {
+		if sr := g.builtRoutes(r.ss); sr != nil {
+			r.c.routes = sr // the session's lists (sessionlists.go)
+		}
+	}
 	if m.uri {
 		r.c.name = string(envelope.Text(env.URI.In(msg)))
 	} else {

@@ -21,6 +21,7 @@ Usage:
   manifold serve [--config FILE] [--listen ADDR] [--stdio [--toolset NAME]] [--log-file FILE]
   manifold validate --config FILE
   manifold policy explain --config FILE --principal NAME (--tool NAME | …)
+  manifold auth (list | revoke) --config FILE [--principal NAME] [--server NAME]
   manifold demo-server [--name NAME] [--http ADDR]
   manifold plugin NAME          (a builtin plugin, started by the gateway)
   manifold version
@@ -53,6 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "policy":
 		return policyCmd(args[1:], stdout, stderr)
+	case "auth":
+		return authCmd(ctx, args[1:], stdout, stderr)
 	case "demo-server":
 		if err := demo.Main(ctx, args[1:], stdin, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "demo-server: %v\n", err)
