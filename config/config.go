@@ -92,6 +92,8 @@ type Config struct {
 	Audit *Audit
 	// Telemetry configures traces and metrics (key "telemetry"); the zero value means none.
 	Telemetry Telemetry
+	// RateLimits are the call rate limits (key "rateLimits"), in order; see RateLimit.
+	RateLimits []RateLimit
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
@@ -148,6 +150,8 @@ type Server struct {
 	// the gateway serves the others meanwhile. Changing it on reload does not restart the
 	// server.
 	Required bool
+	// Pinning (key "pinning") overrides gateway.pinning for this server.
+	Pinning ServerPinning
 }
 
 // SessionMode returns the server's effective session mode: Session when set, else
@@ -210,6 +214,8 @@ type Gateway struct {
 	Timeouts Timeouts
 	Backoff  Backoff
 	Log      Log
+	// Pinning (key "pinning") pins tool and prompt definitions; see Pinning.
+	Pinning Pinning
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

@@ -81,6 +81,7 @@ func gatewayFields(g *Gateway) []field {
 			{name: "initial", ptr: &g.Backoff.Initial},
 			{name: "max", ptr: &g.Backoff.Max},
 		}},
+		{name: "pinning", sub: pinningFields(&g.Pinning)},
 		{name: "log", sub: []field{
 			{name: "level", ptr: &g.Log.Level},
 			{name: "format", ptr: &g.Log.Format},

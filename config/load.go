@@ -220,6 +220,8 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 			cfg.Audit = d.audit(k, doc[k])
 		case keyTelemetry:
 			d.telemetry(k, doc[k], &cfg.Telemetry)
+		case keyRateLimits:
+			cfg.RateLimits = d.rateLimits(k, doc[k])
 		case keyPlugins:
 			d.fail(k, "not supported yet in this version: remove it, it would not be enforced")
 		default:
@@ -236,7 +238,7 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 // misspelling of one of ours (which would otherwise drop a whole section silently), else "".
 func topLevelTypo(k string) string {
 	lower := strings.ToLower(k)
-	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, keyAudit, keyTelemetry, keyPlugins} {
+	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, keyAudit, keyTelemetry, keyPlugins, keyRateLimits} {
 		near := len(name) >= 7 && editDistance(lower, strings.ToLower(name)) <= 2
 		if strings.EqualFold(k, name) || near {
 			return fmt.Sprintf("unknown key (did you mean %q?)", name)

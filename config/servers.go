@@ -53,6 +53,7 @@ func serverFields(s *Server, a *serverAliases) []field {
 		{name: "maxConcurrency", ptr: &s.MaxConcurrency},
 		{name: "disabled", ptr: &s.Disabled},
 		{name: "required", ptr: &s.Required},
+		{name: "pinning", sub: serverPinningFields(&s.Pinning)},
 		{name: "transportType", ptr: &a.transportType},
 		{name: "httpUrl", ptr: &a.httpURL},
 		{name: "serverUrl", ptr: &a.serverURL},

@@ -69,6 +69,8 @@ type exchange struct {
 	rounds    int
 	callStart time.Time
 	interim   bool
+	// rateLimit names the rate limit that refused the call, if one did.
+	rateLimit string
 }
 
 type exchangeKey struct{}
@@ -257,6 +259,7 @@ func (g *Gateway) auditRecord(ctx context.Context, ss *mcp.ServerSession, x *exc
 		rec.Outcome = audit.OutcomeOK
 		rec.ResultBytes = f.resultBytes
 	}
+	rec.RateLimit = x.rateLimit
 	rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
 	return rec
 }

@@ -168,7 +168,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		}
 		return errors.New("reload: the gateway is not running")
 	}
-	g.snap.Store(newSnapshot(cfg, an))
+	snap := newSnapshot(cfg, an)
+	snap.limits.Inherit(old.limits) // unchanged rate limits keep their buckets
+	g.snap.Store(snap)
 	res.poolChanges = g.updatePool(cfg)
 	g.pool.mu.Unlock()
 	if cfg.Gateway.Limits.SessionIdleTimeout != old.cfg.Gateway.Limits.SessionIdleTimeout {

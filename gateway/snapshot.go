@@ -7,6 +7,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/namespacing"
 )
 
@@ -18,6 +19,8 @@ type snapshot struct {
 	access *access
 	edge   *edge
 	ns     namespacing.Options
+	// limits are the rate limits (ratelimit.go); nil when none.
+	limits *ratelimit.Limiter
 	// loaded is when the snapshot was applied.
 	loaded time.Time
 }
@@ -28,6 +31,7 @@ func newSnapshot(cfg *config.Config, an *authn.Authenticator) *snapshot {
 		access: newAccess(cfg, an),
 		edge:   newEdge(&cfg.Gateway),
 		ns:     namespacing.Options{Separator: cfg.Gateway.Separator, MaxLength: cfg.Gateway.MaxToolNameLength},
+		limits: ratelimit.New(cfg.RateLimits),
 		loaded: time.Now(),
 	}
 }

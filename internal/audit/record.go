@@ -71,6 +71,9 @@ type Record struct {
 	ResultBytes int64 `json:"result_bytes"`
 	// Rounds is the number of MRTR rounds the call took (1 for a plain call); 0 is left out.
 	Rounds int `json:"rounds,omitempty"`
+	// RateLimit names the rate limit that refused the call ("rateLimits[0]"); empty when
+	// none did.
+	RateLimit string `json:"rate_limit,omitempty"`
 	// TraceID and SpanID identify the request's server span (hex), when traced or when the
 	// client sent a trace context.
 	TraceID string `json:"trace_id,omitempty"`
