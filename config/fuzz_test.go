@@ -26,6 +26,7 @@ func FuzzParse(f *testing.F) {
 		"audit: {file: /nonexistent/dir/a.jsonl, maxSizeMB: 0}\ntelemetry: {metrics: {listen: \":9464\"}}",
 		"telemetry: {traces: {endpoint: \"http://127.0.0.1:4318\", protocol: grpc, sampleRatio: .nan, headers: {A: \"${T}\"}}}",
 		`{"telemetry": {"traces": {"sampleRatio": "0.5"}, "metrics": null}, "audit": null, "plugins": {}}`,
+		"gateway: {pinning: {mode: block, file: p.json, newTools: hold}}\nrateLimits: [{principals: [\"group:a\"], tools: [\"*\"], rate: 5/s, burst: 5}, {servers: [x], scope: global, maxConcurrent: 8}]",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
