@@ -113,6 +113,7 @@ type Gateway struct {
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
 	problems map[string]bool // last reported merge problems, to log each once
+	pinning  pinning         // tool pinning's state (pinning.go)
 
 	changed chan struct{} // an upstream changed (buffered 1)
 	// life is the one owner of the gateway's run: running from Start to
@@ -381,7 +382,8 @@ func (g *Gateway) mergeLoop(ctx context.Context) {
 func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
-	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader)
+	held := g.checkPins(g.pool.serving(), g.current())
+	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader, held)
 	g.routes.Store(r)
 	g.apply(r)
 	seen := make(map[string]bool, len(problems))

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/manifold-mcp/manifold/internal/pins"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,8 +24,9 @@ func (p mergeProblem) String() string {
 }
 
 // buildRoutes merges the catalogs of ups (sorted by name) into one routing
-// generation. It is pure apart from reading each upstream's Catalog.
-func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header string) (*routes, []mergeProblem) {
+// generation, leaving out the items pinning holds (pinning.go). It is pure
+// apart from reading each upstream's Catalog.
+func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header string, held map[heldKey]bool) (*routes, []mergeProblem) {
 	r := &routes{
 		byPrefix:       map[string]*upstream.Upstream{},
 		byName:         map[string]*upstream.Upstream{},
@@ -59,6 +61,9 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 		}
 		src := namespacing.Source{Server: name, Prefix: prefix}
 		for _, t := range cat.Tools {
+			if heldItem(held, name, pins.KindTool, t.Name) {
+				continue
+			}
 			if reason := checkSchema(t); reason != "" {
 				problems = append(problems, mergeProblem{name, "tool", t.Name, reason})
 				continue
@@ -69,6 +74,9 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 		toolSrc = append(toolSrc, src)
 		src = namespacing.Source{Server: name, Prefix: prefix}
 		for _, p := range cat.Prompts {
+			if heldItem(held, name, pins.KindPrompt, p.Name) {
+				continue
+			}
 			src.Names = append(src.Names, p.Name)
 			promptByKey[[2]string{name, p.Name}] = p
 		}
