@@ -20,6 +20,7 @@ Usage:
   manifold serve [--config FILE] [--listen ADDR] [--stdio] [--log-file FILE]
   manifold validate --config FILE
   manifold policy explain --config FILE --principal NAME (--tool NAME | …)
+  manifold pins list|diff|approve --config FILE [--server S] [--tool T]
   manifold demo-server [--name NAME] [--http ADDR]
   manifold version
 
@@ -51,6 +52,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "policy":
 		return policyCmd(args[1:], stdout, stderr)
+	case "pins":
+		return pinsCmd(ctx, args[1:], stdout, stderr)
 	case "demo-server":
 		if err := demo.Main(ctx, args[1:], stdin, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "demo-server: %v\n", err)
