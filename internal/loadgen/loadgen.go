@@ -71,8 +71,9 @@ type Config struct {
 	// Args are the tool's arguments, a JSON object. Default
 	// {"message":"hello"}.
 	Args json.RawMessage
-	// Duration bounds the call phase: when it passes, sessions stop after
-	// their call in flight and the report says TimedOut. Default 1 minute.
+	// Duration bounds the call phase: when it passes, the calls in flight
+	// are cancelled (and counted neither as completed nor as errors) and
+	// the report says TimedOut. Default 1 minute.
 	Duration time.Duration
 	// CallTimeout bounds each call, and connecting each session. Default 30s.
 	CallTimeout time.Duration
@@ -302,6 +303,9 @@ func callPhase(ctx context.Context, cfg Config, sessions []*session, rep *Report
 				d := time.Since(t0)
 				ccancel()
 				switch {
+				case err != nil && ctx.Err() != nil:
+					// Cut by the end of the run (Duration, or ctx): neither
+					// a success nor the target's failure.
 				case err != nil:
 					n++
 					errs = append(errs, err.Error())
