@@ -241,17 +241,7 @@ func (g *Gateway) watchPins(store *pins.FileStore) {
 		return
 	}
 	ctx, cancel := context.WithCancel(g.life.Context())
-	started := g.life.Go(func(context.Context) {
-		defer w.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.Changes():
-				g.notifyChanged()
-			}
-		}
-	})
+	started := g.life.Go(func(context.Context) { w.Follow(ctx, g.notifyChanged) })
 	if !started {
 		cancel()
 		w.Close()

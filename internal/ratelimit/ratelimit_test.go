@@ -18,76 +18,55 @@ var (
 	githubTool = "github__create_issue"
 )
 
+// takeCall is one call of a Take table: who calls which name of which kind.
+type takeCall struct {
+	who  *policy.Principal
+	tool string
+	kind policy.Kind
+}
+
 func TestTakeCountsCallsAgainstTheirRule(t *testing.T) {
 	tests := []struct {
 		name   string
 		limits []config.RateLimit
 		// calls are made at t=0 by who, to tool; want says which are refused.
-		calls []struct {
-			who  *policy.Principal
-			tool string
-			kind policy.Kind
-		}
+		calls   []takeCall
 		refused []bool
 	}{
 		{
-			name:   "burst calls pass, the next is refused",
-			limits: []config.RateLimit{{Tools: []string{"*"}, Rate: "2/s"}},
-			calls: []struct {
-				who  *policy.Principal
-				tool string
-				kind policy.Kind
-			}{{alice, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}},
+			name:    "burst calls pass, the next is refused",
+			limits:  []config.RateLimit{{Tools: []string{"*"}, Rate: "2/s"}},
+			calls:   []takeCall{{alice, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}},
 			refused: []bool{false, false, true},
 		},
 		{
-			name:   "each principal has its own bucket",
-			limits: []config.RateLimit{{Tools: []string{"*"}, Rate: "1/s"}},
-			calls: []struct {
-				who  *policy.Principal
-				tool string
-				kind policy.Kind
-			}{{alice, echoTool, policy.Tool}, {bob, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}, {bob, echoTool, policy.Tool}},
+			name:    "each principal has its own bucket",
+			limits:  []config.RateLimit{{Tools: []string{"*"}, Rate: "1/s"}},
+			calls:   []takeCall{{alice, echoTool, policy.Tool}, {bob, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}, {bob, echoTool, policy.Tool}},
 			refused: []bool{false, false, true, true},
 		},
 		{
-			name:   "a global bucket is shared",
-			limits: []config.RateLimit{{Tools: []string{"*"}, Rate: "1/s", Scope: config.ScopeGlobal}},
-			calls: []struct {
-				who  *policy.Principal
-				tool string
-				kind policy.Kind
-			}{{alice, echoTool, policy.Tool}, {bob, echoTool, policy.Tool}},
+			name:    "a global bucket is shared",
+			limits:  []config.RateLimit{{Tools: []string{"*"}, Rate: "1/s", Scope: config.ScopeGlobal}},
+			calls:   []takeCall{{alice, echoTool, policy.Tool}, {bob, echoTool, policy.Tool}},
 			refused: []bool{false, true},
 		},
 		{
-			name:   "principals and tools select the calls counted",
-			limits: []config.RateLimit{{Principals: []string{"group:contractor"}, Tools: []string{"github__*"}, Rate: "1/s"}},
-			calls: []struct {
-				who  *policy.Principal
-				tool string
-				kind policy.Kind
-			}{{alice, githubTool, policy.Tool}, {alice, githubTool, policy.Tool}, {alice, echoTool, policy.Tool}, {bob, githubTool, policy.Tool}, {bob, githubTool, policy.Tool}},
+			name:    "principals and tools select the calls counted",
+			limits:  []config.RateLimit{{Principals: []string{"group:contractor"}, Tools: []string{"github__*"}, Rate: "1/s"}},
+			calls:   []takeCall{{alice, githubTool, policy.Tool}, {alice, githubTool, policy.Tool}, {alice, echoTool, policy.Tool}, {bob, githubTool, policy.Tool}, {bob, githubTool, policy.Tool}},
 			refused: []bool{false, true, false, false, false},
 		},
 		{
-			name:   "a tools rule does not count prompts; a servers rule counts every kind",
-			limits: []config.RateLimit{{Tools: []string{"*"}, Rate: "1/s"}, {Servers: []string{"docs"}, Rate: "1/s"}},
-			calls: []struct {
-				who  *policy.Principal
-				tool string
-				kind policy.Kind
-			}{{alice, "everything__p", policy.Prompt}, {alice, "everything__p", policy.Prompt}, {alice, "docs__p", policy.Prompt}, {alice, "docs__p", policy.Prompt}},
+			name:    "a tools rule does not count prompts; a servers rule counts every kind",
+			limits:  []config.RateLimit{{Tools: []string{"*"}, Rate: "1/s"}, {Servers: []string{"docs"}, Rate: "1/s"}},
+			calls:   []takeCall{{alice, "everything__p", policy.Prompt}, {alice, "everything__p", policy.Prompt}, {alice, "docs__p", policy.Prompt}, {alice, "docs__p", policy.Prompt}},
 			refused: []bool{false, false, false, true},
 		},
 		{
-			name:   "a refused call gives back what the other rules took",
-			limits: []config.RateLimit{{Tools: []string{"*"}, Rate: "2/s", Burst: 2}, {Tools: []string{"github__*"}, Rate: "1/s"}},
-			calls: []struct {
-				who  *policy.Principal
-				tool string
-				kind policy.Kind
-			}{{alice, githubTool, policy.Tool}, {alice, githubTool, policy.Tool}, {alice, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}},
+			name:    "a refused call gives back what the other rules took",
+			limits:  []config.RateLimit{{Tools: []string{"*"}, Rate: "2/s", Burst: 2}, {Tools: []string{"github__*"}, Rate: "1/s"}},
+			calls:   []takeCall{{alice, githubTool, policy.Tool}, {alice, githubTool, policy.Tool}, {alice, echoTool, policy.Tool}, {alice, echoTool, policy.Tool}},
 			refused: []bool{false, true, false, true},
 		},
 	}
