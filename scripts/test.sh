@@ -69,6 +69,7 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
     ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody ./upstream:FuzzSSEReader \
     ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./internal/envelope:FuzzMembers \
+    ./config:FuzzParseRate ./internal/pins:FuzzParse \
     ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
