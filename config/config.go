@@ -103,6 +103,8 @@ type Config struct {
 	// Toolsets are the named subsets of the catalog served on their own endpoints (key
 	// "toolsets"), by name.
 	Toolsets map[string]Toolset
+	// RateLimits are the call rate limits (key "rateLimits"), in order; see RateLimit.
+	RateLimits []RateLimit
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
@@ -171,6 +173,8 @@ type Server struct {
 	// client's lists of the server come from its own upstream session (needs per-client
 	// sessions).
 	Lists string
+	// Pinning (key "pinning") overrides gateway.pinning for this server.
+	Pinning ServerPinning
 }
 
 // SessionMode returns the server's effective session mode: Session when set, else
@@ -237,6 +241,8 @@ type Gateway struct {
 	Discovery Discovery
 	// TokenStore (key "tokenStore") keeps per-principal upstream tokens; see TokenStore.
 	TokenStore TokenStore
+	// Pinning (key "pinning") pins tool and prompt definitions; see Pinning.
+	Pinning Pinning
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

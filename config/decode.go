@@ -89,6 +89,7 @@ func gatewayFields(g *Gateway) []field {
 			{name: "max", ptr: &g.Backoff.Max},
 		}},
 		{name: "discovery", sub: discoveryFields(&g.Discovery)},
+		{name: "pinning", sub: pinningFields(&g.Pinning)},
 		{name: "log", sub: []field{
 			{name: "level", ptr: &g.Log.Level},
 			{name: "format", ptr: &g.Log.Format},

@@ -28,6 +28,7 @@ func FuzzParse(f *testing.F) {
 		`{"telemetry": {"traces": {"sampleRatio": "0.5"}, "metrics": null}, "audit": null, "plugins": {}}`,
 		"mcpServers: {a: {command: x, tools: {echo: {rename: say, description: d, appendDescription: e, annotations: {readOnlyHint: true, title: t}}, b: {hide: true}}, prompts: {p: {rename: ''}}}}",
 		"mcpServers: {a: {command: x, tools: {x: {rename: y}, y: {rename: y}, z: null}}}\ntoolsets: {dev: {servers: [a, b], tools: ['!*__d*', a__d1], prompts: [], resources: null}, 'x/y': [], '': {}}",
+		"gateway: {pinning: {mode: block, file: p.json, newTools: hold}}\nrateLimits: [{principals: [\"group:a\"], tools: [\"*\"], rate: 5/s, burst: 5}, {servers: [x], scope: global, maxConcurrent: 8}]",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

@@ -201,6 +201,8 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 			d.telemetry(k, doc[k], &cfg.Telemetry)
 		case keyToolsets:
 			cfg.Toolsets = d.toolsets(k, doc[k])
+		case keyRateLimits:
+			cfg.RateLimits = d.rateLimits(k, doc[k])
 		case keyPlugins:
 			cfg.Plugins = d.plugins(k, doc[k])
 		default:
@@ -217,7 +219,7 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 // misspelling of one of ours (which would otherwise drop a whole section silently), else "".
 func topLevelTypo(k string) string {
 	lower := strings.ToLower(k)
-	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, keyAudit, keyTelemetry, keyPlugins, keyToolsets} {
+	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, keyAudit, keyTelemetry, keyPlugins, keyToolsets, keyRateLimits} {
 		near := len(name) >= 7 && editDistance(lower, strings.ToLower(name)) <= 2
 		if strings.EqualFold(k, name) || near {
 			return fmt.Sprintf("unknown key (did you mean %q?)", name)

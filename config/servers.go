@@ -57,6 +57,7 @@ func serverFields(s *Server, a *serverAliases) []field {
 		{name: "prompts"},
 		{name: "auth", sub: upstreamAuthFields(&s.Auth)},
 		{name: "lists", ptr: &s.Lists},
+		{name: "pinning", sub: serverPinningFields(&s.Pinning)},
 		{name: "transportType", ptr: &a.transportType},
 		{name: "httpUrl", ptr: &a.httpURL},
 		{name: "serverUrl", ptr: &a.serverURL},

@@ -57,6 +57,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 		section = keyServers
 	}
 	v.catalog(c, section)
+	v.traffic(c, section)
 	names := make([]string, 0, len(c.Servers))
 	for name := range c.Servers {
 		names = append(names, name)

@@ -129,6 +129,7 @@ type Gateway struct {
 	problems map[string]bool // last reported merge problems, to log each once
 	// lastProblems are the last merge's problems, for status.
 	lastProblems []mergeProblem
+	pinning      pinning // tool pinning's state (pinning.go)
 
 	changed chan struct{} // an upstream changed (buffered 1)
 	// life is the one owner of the gateway's run: running from Start to
@@ -419,7 +420,8 @@ func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
 	snap := g.current()
-	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader)
+	held := g.checkPins(g.pool.serving(), snap)
+	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader, held)
 	r.listedPerClient = perClientListed(g.pool.serving())
 	g.routes.Store(r)
 	g.indexCatalog(r)

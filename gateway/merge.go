@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/pins"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,10 +25,10 @@ func (p mergeProblem) String() string {
 }
 
 // buildRoutes merges the catalogs of ups (sorted by name) into one routing
-// generation, with the overrides of servers (the config's mcpServers; nil:
-// none) applied first (overrides.go). It is pure apart from reading each
-// upstream's Catalog.
-func buildRoutes(ups []*upstream.Upstream, servers map[string]config.Server, opts namespacing.Options, header string) (*routes, []mergeProblem) {
+// generation, leaving out the items pinning holds (pinning.go), with the
+// overrides of servers (the config's mcpServers; nil: none) applied next
+// (overrides.go). It is pure apart from reading each upstream's Catalog.
+func buildRoutes(ups []*upstream.Upstream, servers map[string]config.Server, opts namespacing.Options, header string, held map[heldKey]bool) (*routes, []mergeProblem) {
 	r := &routes{
 		byPrefix:       map[string]*upstream.Upstream{},
 		byName:         map[string]*upstream.Upstream{},
@@ -63,6 +64,9 @@ func buildRoutes(ups []*upstream.Upstream, servers map[string]config.Server, opt
 		}
 		tools := make([]*mcp.Tool, 0, len(cat.Tools))
 		for _, t := range cat.Tools {
+			if heldItem(held, name, pins.KindTool, t.Name) {
+				continue
+			}
 			if reason := checkSchema(t); reason != "" {
 				problems = append(problems, mergeProblem{name, "tool", t.Name, reason})
 				continue
@@ -74,7 +78,13 @@ func buildRoutes(ups []*upstream.Upstream, servers map[string]config.Server, opt
 			func(t *mcp.Tool) string { return t.Name }, overrideTool)
 		toolSrc = append(toolSrc, src)
 		src = namespacing.Source{Server: name, Prefix: prefix}
-		problems = applyOverrides(&src, problems, cat.Prompts, servers[name].Prompts, "prompt", promptByKey, renamed,
+		prompts := make([]*mcp.Prompt, 0, len(cat.Prompts))
+		for _, p := range cat.Prompts {
+			if !heldItem(held, name, pins.KindPrompt, p.Name) {
+				prompts = append(prompts, p)
+			}
+		}
+		problems = applyOverrides(&src, problems, prompts, servers[name].Prompts, "prompt", promptByKey, renamed,
 			func(p *mcp.Prompt) string { return p.Name }, overridePrompt)
 		promptSrc = append(promptSrc, src)
 

@@ -72,6 +72,8 @@ type exchange struct {
 	interim   bool
 	// plugins are what the hook plugins decided on the call (plugins.go).
 	plugins []plugins.Decision
+	// rateLimit names the rate limit that refused the call, if one did.
+	rateLimit string
 }
 
 type exchangeKey struct{}
@@ -265,6 +267,7 @@ func (g *Gateway) auditRecord(ctx context.Context, ss *mcp.ServerSession, x *exc
 		rec.Outcome = audit.OutcomeOK
 		rec.ResultBytes = f.resultBytes
 	}
+	rec.RateLimit = x.rateLimit
 	rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
 	return rec
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,6 +22,7 @@ import (
 //	                                   → route (upstream and its own name);
 //	                                   URIs only in canonical form
 //	policy            permit.go        may the principal use the route?
+//	rate limit        ratelimit.go     within the rateLimits of the config?
 //	upstream session  sessions.go      the upstream session that serves the
 //	                                   caller: the pool's, or its own
 //	                                   (per-client servers)
@@ -61,7 +63,7 @@ import (
 // and rewrite.
 
 // callStages names the stages of the call pipeline, in order.
-var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "upstream session", "pre-hooks", "forward", "rewrite", "post-hooks"}
+var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "rate limit", "upstream session", "pre-hooks", "forward", "rewrite", "post-hooks"}
 
 // call is one call on its way through the pipeline: what each stage
 // learns, for the stages after it. One goroutine serves a call, so it
@@ -88,6 +90,9 @@ type call struct {
 	// route is where name goes (resolve), and, after the upstream session
 	// stage, the upstream session that serves the call.
 	route route
+	// held is the concurrency slots of rate limits the call holds (rate
+	// limit), released when it ends.
+	held ratelimit.Held
 }
 
 // serveCall runs the stages after observe for req, a call of method m.
@@ -105,6 +110,10 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	if !g.permit(ctx, &c) {
 		return zero, m.unknown(req, c.name)
 	}
+	if ref := g.rateLimit(ctx, &c); ref != nil {
+		return limitedAnswer(m, ref)
+	}
+	defer c.held.Release()
 	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
 		return zero, upstreamError(err)
 	}

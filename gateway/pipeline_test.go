@@ -20,7 +20,7 @@ import (
 // docs show them; the table in pipeline.go's comment and the calls in
 // serveCall and roundTrip follow the same order.
 func TestPipelineStagesInOrder(t *testing.T) {
-	want := []string{"observe", "authenticate", "resolve", "policy", "upstream session", "pre-hooks", "forward", "rewrite", "post-hooks"}
+	want := []string{"observe", "authenticate", "resolve", "policy", "rate limit", "upstream session", "pre-hooks", "forward", "rewrite", "post-hooks"}
 	if diff := cmp.Diff(want, callStages[:]); diff != "" {
 		t.Fatalf("callStages (-want +got):\n%s", diff)
 	}
@@ -43,7 +43,7 @@ func TestPipelineStagesInOrder(t *testing.T) {
 	// The function each stage after observe runs, as serveCall and
 	// roundTrip call them.
 	stageFuncs := map[string]string{
-		"authenticate": "authenticate", "resolve": "resolve", "policy": "permit",
+		"authenticate": "authenticate", "resolve": "resolve", "policy": "permit", "rate limit": "rateLimit",
 		"upstream session": "upstreamSession", "forward": "forward", "rewrite": "rewrite",
 		"pre-hooks": "pluginPre", "post-hooks": "pluginPost",
 	}

@@ -278,6 +278,10 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 	if !g.resolve(ctx, c) || !g.permit(ctx, c) {
 		return nil, false, r.unknown()
 	}
+	if ref := g.rateLimit(ctx, c); ref != nil {
+		return r.limited(ref)
+	}
+	defer c.held.Release()
 	from := downstream{ss: r.ss, caps: r.caps, version: r.version}
 	if err := g.upstreamSession(ctx, c, from); err != nil {
 		return nil, false, upstreamError(err)

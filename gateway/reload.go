@@ -174,7 +174,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	if len(cfg.Toolsets) > 0 {
 		g.toolsetsSeen.Store(true) // before any request can find one
 	}
-	g.snap.Store(newSnapshot(cfg, an))
+	snap := newSnapshot(cfg, an)
+	snap.limits.Inherit(old.limits) // unchanged rate limits keep their buckets
+	g.snap.Store(snap)
 	res.poolChanges = g.updatePool(cfg)
 	g.pool.mu.Unlock()
 	if cfg.Gateway.Limits.SessionIdleTimeout != old.cfg.Gateway.Limits.SessionIdleTimeout {

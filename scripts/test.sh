@@ -80,6 +80,7 @@ if [ "$fuzztime" != "0" ]; then
     ./plugins/builtin/guard:FuzzCheck ./plugins/builtin/guard:FuzzConfig \
     ./plugins/builtin/guard:FuzzURLAllowList ./plugins/builtin/guard:FuzzPathTraversal \
     ./internal/upcred:FuzzFileStoreOpen \
+    ./config:FuzzParseRate ./internal/pins:FuzzParse \
     ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context

@@ -22,6 +22,7 @@ Usage:
   manifold validate --config FILE
   manifold policy explain --config FILE --principal NAME (--tool NAME | …)
   manifold auth (list | revoke) --config FILE [--principal NAME] [--server NAME]
+  manifold pins list|diff|approve --config FILE [--server S] [--tool T]
   manifold demo-server [--name NAME] [--http ADDR]
   manifold plugin NAME          (a builtin plugin, started by the gateway)
   manifold version
@@ -56,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return policyCmd(args[1:], stdout, stderr)
 	case "auth":
 		return authCmd(ctx, args[1:], stdout, stderr)
+	case "pins":
+		return pinsCmd(ctx, args[1:], stdout, stderr)
 	case "demo-server":
 		if err := demo.Main(ctx, args[1:], stdin, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "demo-server: %v\n", err)
