@@ -62,7 +62,7 @@ func (r *envResolver) walk(segs []string) (path []string, leaf any, msg string) 
 			return nil, nil, fmt.Sprintf("unknown section %q: want MANIFOLD_<SECTION>__<KEY>, the section one of %s", segs[i], strings.Join(fieldNames(fields), ", "))
 		case !ok:
 			return nil, nil, unknownKey(segs[i], fieldNames(fields)) + ": no key of " + key + " matches this name (see the config reference)"
-		case f.each != nil:
+		case f.each != nil && f.name == keyServers:
 			f.name = serversKey(r.doc) // mcpServers, or VS Code's servers: whichever the file uses
 		}
 		key, path = joinKey(key, f.name), append(path, f.name)
@@ -91,15 +91,19 @@ func (r *envResolver) walk(segs []string) (path []string, leaf any, msg string) 
 			return nil, nil, key + " in the file is not a mapping: fix the file first"
 		}
 		fields = f.sub
-		if f.each != nil { // a mapping of server names, then the server's keys
+		if f.each != nil { // a mapping of server (or toolset) names, then its keys
+			noun := "server"
+			if f.name == keyToolsets {
+				noun = "toolset"
+			}
 			i++
-			name, msg := serverFold(doc, segs[i])
+			name, msg := namedFold(doc, segs[i], noun)
 			if msg != "" {
 				return nil, nil, msg
 			}
 			key, path = joinKey(key, name), append(path, name)
 			if i == len(segs)-1 {
-				return nil, nil, "names the server " + key + ", not a key: add __ and one of its keys"
+				return nil, nil, "names the " + noun + " " + key + ", not a key: add __ and one of its keys"
 			}
 			if doc, bad = childMap(doc, name); bad {
 				return nil, nil, key + " in the file is not a mapping: fix the file first"
@@ -125,9 +129,11 @@ func envSchema() []field {
 		af *string
 		t  Traces
 		m  Metrics
+		ts Toolset
 	)
 	return []field{
 		{name: keyServers, each: serverFields(&s, &sa)},
+		{name: keyToolsets, each: []field{{name: "servers", ptr: &ts.Servers}, {name: "tools", ptr: &ts.Tools}, {name: "prompts", ptr: &ts.Prompts}, {name: "resources", ptr: &ts.Resources}}},
 		{name: keyGateway, sub: gatewayFields(&g)},
 		{name: keyAuth, sub: append(authFields(&a), field{name: "apiKeys"}, field{name: "jwt", sub: jwtFields(&j)})},
 		{name: keyPolicy, sub: policyFields(&p)},
@@ -151,29 +157,30 @@ func serversKey(doc map[string]any) string {
 // "servers".
 func fieldFold(fields []field, seg string) (field, bool) {
 	for _, f := range fields {
-		if strings.EqualFold(f.name, seg) || f.each != nil && strings.EqualFold(seg, keyVSCodeServers) {
+		if strings.EqualFold(f.name, seg) || f.name == keyServers && strings.EqualFold(seg, keyVSCodeServers) {
 			return f, true
 		}
 	}
 	return field{}, false
 }
 
-// serverFold finds the server of the document named seg, ignoring case. Overrides change
-// servers the file defines; they never add one (a misspelt name would start nothing useful).
-func serverFold(servers map[string]any, seg string) (string, string) {
+// namedFold finds the entry of named (the document's servers or toolsets; noun says which)
+// named seg, ignoring case. Overrides change entries the file defines; they never add one (a
+// misspelt name would serve nothing useful).
+func namedFold(named map[string]any, seg, noun string) (string, string) {
 	var found []string
-	for _, name := range sortedKeys(servers) {
+	for _, name := range sortedKeys(named) {
 		if strings.EqualFold(name, seg) {
 			found = append(found, name)
 		}
 	}
 	switch len(found) {
 	case 0:
-		return "", fmt.Sprintf("no server in the file is named %q (matched ignoring case): overrides change servers the file defines, they do not add servers", seg)
+		return "", fmt.Sprintf("no %s in the file is named %q (matched ignoring case): overrides change %ss the file defines, they do not add %ss", noun, seg, noun, noun)
 	case 1:
 		return found[0], ""
 	}
-	return "", fmt.Sprintf("matches the servers %q, which differ only in case: rename one to override it", found)
+	return "", fmt.Sprintf("matches the %ss %q, which differ only in case: rename one to override it", noun, found)
 }
 
 // entryFold returns the key of mapping m that equals seg ignoring case, or seg itself: an

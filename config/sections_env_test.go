@@ -21,6 +21,7 @@ auth:
   apiKeys: [{name: ci, key: "0123456789abcdef"}]
 policy: {default: allow}
 telemetry: {traces: {endpoint: "http://127.0.0.1:4318"}}
+toolsets: {Dev: {tools: ["Everything__*"]}}
 `
 	tests := []struct {
 		name    string
@@ -59,6 +60,19 @@ telemetry: {traces: {endpoint: "http://127.0.0.1:4318"}}
 			check: func(t *testing.T, c *Config) {
 				if got := c.Servers["Everything"].Env; !cmp.Equal(got, map[string]string{"LOG_LEVEL": "debug"}) {
 					t.Errorf("env = %v", got)
+				}
+			},
+		},
+		{
+			name:    "toolsets: a toolset named with other case, a list",
+			environ: []string{"MANIFOLD_TOOLSETS__DEV__TOOLS=Everything__echo,!acme.search__*"},
+			check: func(t *testing.T, c *Config) {
+				ts, ok := c.Toolsets["Dev"]
+				if !ok || len(c.Toolsets) != 1 {
+					t.Fatalf("toolsets = %v, want Dev only", keysOf(c.Toolsets))
+				}
+				if !cmp.Equal(ts.Tools, []string{"Everything__echo", "!acme.search__*"}) {
+					t.Errorf("Dev.tools = %q", ts.Tools)
 				}
 			},
 		},
