@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 )
 
 const authUsage = `Usage:
-  manifold auth list   --config FILE [--principal NAME] [--json]
+  manifold auth list   --config FILE [--principal NAME] [--server NAME] [--json]
   manifold auth revoke --config FILE --principal NAME [--server NAME]
 
 Lists or removes the upstream tokens the gateway keeps per principal and
@@ -36,7 +37,7 @@ func authCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, authUsage) }
 	cfgPath := fs.String("config", "", "config file (YAML or JSON)")
 	principal := fs.String("principal", "", "principal name")
-	server := fs.String("server", "", "server name (revoke; default every server)")
+	server := fs.String("server", "", "server name (default every server)")
 	asJSON := fs.Bool("json", false, "print JSON lines (list)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -75,6 +76,9 @@ func authCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "manifold auth: %v\n", err)
 		return 1
+	}
+	if *server != "" {
+		entries = slices.DeleteFunc(entries, func(e upcred.Entry) bool { return e.Server != *server })
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -115,6 +115,9 @@ mcpServers:
 			t.Errorf("auth list printed a token or secret")
 		}
 	}
+	if out, code := authCmd("list", "--server", "nonesuch"); code != 0 || strings.Contains(out, "alice") {
+		t.Errorf("auth list --server nonesuch: exit %d, want no entries\n%s", code, out)
+	}
 
 	// A restart keeps the tokens: no new exchange.
 	g = startGateway(t, "--config", cfg)
