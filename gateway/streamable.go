@@ -189,7 +189,7 @@ func (g *Gateway) openSession(w http.ResponseWriter, r *http.Request) {
 	defer g.settleOpened(cl)
 	// The SDK runs the session's handlers in contexts derived from this
 	// one, without its cancellation.
-	ss, err := g.server.Connect(r.Context(), cl.transport, nil)
+	ss, err := g.server.Connect(r.Context(), endingTransport{cl.transport, func() { g.streamableClosed(cl) }}, nil)
 	if err != nil {
 		g.log.Error("connecting a session", zap.Error(err))
 		http.Error(w, "failed connection", http.StatusInternalServerError)
@@ -197,7 +197,7 @@ func (g *Gateway) openSession(w http.ResponseWriter, r *http.Request) {
 	}
 	cl.ss.Store(ss)
 	g.clients.bySession.Store(ss, cl)
-	g.watchSession(ss) // sessionEnded forgets cl
+	g.trackStreamable(ss) // sessionEnded forgets cl
 	if !g.clients.publish(cl) {
 		http.Error(w, "session not found", http.StatusNotFound) // ended already
 		return
