@@ -147,6 +147,9 @@ func (g *Gateway) serveGET(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if g.detachStream(w, r, cl) { // it counts the stream's end
+		return
+	}
 	defer cl.end(streamUnit)
 	cl.transport.ServeHTTP(w, r)
 }
