@@ -30,12 +30,12 @@ func (g *Gateway) detachStream(w http.ResponseWriter, r *http.Request, cl *clien
 	if r.ProtoMajor != 1 {
 		return false
 	}
-	conn, rw, err := http.NewResponseController(w).Hijack()
+	// The buffers that come with the connection are left to the
+	// collector: a client sends nothing more on it before the answer.
+	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return false
 	}
-	rw.Reader.Reset(nil) // buffered nothing but the GET: a client waits for its answer
-	rw.Writer.Reset(nil)
 	_ = conn.SetDeadline(time.Time{})
 	// Its values, not its cancellation: the request ends now.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
