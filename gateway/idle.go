@@ -18,7 +18,8 @@ const idleGrain = 32
 // until ctx is done. It reads the timeout from the config serving at each
 // look, and sleeps until a session may reach it, or until a reload wakes it
 // (clients.wakeSweeper); requests only store their last use (client.begin,
-// client.end).
+// client.end). When ctx is done it ends the streamable sessions left
+// (closeStreamable).
 func (g *Gateway) sweepIdle(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -32,6 +33,7 @@ func (g *Gateway) sweepIdle(ctx context.Context) {
 		t.Reset(next)
 		select {
 		case <-ctx.Done():
+			g.closeStreamable()
 			return
 		case <-t.C:
 		case <-g.clients.wake:

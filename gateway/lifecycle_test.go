@@ -59,31 +59,50 @@ func TestReloadDrainEndsWhenTheLastCallEnds(t *testing.T) {
 	})
 }
 
-// TestCloseEndsTheGoroutinesOfOpenSessions: the goroutine that waits for
-// a downstream session's end is the gateway's, so Close ends it (closing
-// the session) rather than leaving it to wait for the client.
+// TestCloseEndsTheGoroutinesOfOpenSessions: an open streamable session
+// holds no goroutine of the gateway waiting for its end (its connection
+// reports it: sessionend.go); Close ends the session and releases it,
+// and a session the SDK closes by itself is released too.
 func TestCloseEndsTheGoroutinesOfOpenSessions(t *testing.T) {
 	gw := newAlphaGateway(t, nil, nil)
 	hs := httptest.NewServer(gw.Handler())
 	defer hs.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", DisableStandaloneSSE: true},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session the gateway keeps
-	if err != nil {
-		t.Fatal(err)
+	connect := func() *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", DisableStandaloneSSE: true},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session the gateway keeps
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		// A call records the session (sessionCalls), which then waits
+		// for its end.
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"message": "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+		return cs
 	}
-	defer cs.Close()
-	// A call records the session, which is then watched for its end.
-	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"message": "hi"}}); err != nil {
-		t.Fatal(err)
+	first, second := connect(), connect()
+	if n := waitingForSessions(); n != 0 {
+		t.Fatalf("%d goroutines of the gateway wait for a session's end, want 0", n)
 	}
-	if n := waitingForSessions(); n != 1 {
-		t.Fatalf("%d goroutines wait for a session's end, want 1", n)
+	if all, _ := gw.clients.count("local"); all != 2 {
+		t.Fatalf("%d sessions registered, want 2", all)
 	}
+	// Ended by the SDK, not by the gateway: released all the same.
+	v, _ := gw.clients.byID.Load(first.ID())
+	v.(*client).ss.Load().Close()
+	waitFor(t, "the closed session released", func() bool { all, _ := gw.clients.count("local"); return all == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := gw.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if all, _ := gw.clients.count("local"); all != 0 {
+		t.Fatalf("%d sessions registered after Close, want 0", all)
+	}
+	if _, ok := gw.clients.byID.Load(second.ID()); ok {
+		t.Fatal("the open session is still in the session table after Close")
 	}
 	if n := waitingForSessions(); n != 0 {
 		t.Fatalf("%d goroutines still wait for a session's end after Close", n)

@@ -385,12 +385,16 @@ func (g *Gateway) awaitSessionEnd(ss *mcp.ServerSession, f func()) bool {
 	})
 }
 
-// sessionEnded releases what ss held.
+// sessionEnded releases what ss held, once.
 func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	p := &g.perClient
 	p.mu.Lock()
+	watched := p.watched[ss]
 	delete(p.watched, ss)
 	p.mu.Unlock()
+	if !watched {
+		return // released already (closeStreamable, streamableClosed)
+	}
 	g.closeDedicated(p.owned(ss)) // first: their subscriptions end with them
 	g.releaseSession(ss)
 	g.flights.levels.Delete(ss)

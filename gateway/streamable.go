@@ -153,6 +153,9 @@ func (g *Gateway) serveGET(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if g.detachStream(w, r, cl) { // it counts the stream's end
+		return
+	}
 	defer cl.end(streamUnit)
 	cl.transport.ServeHTTP(w, r)
 }
@@ -195,7 +198,7 @@ func (g *Gateway) openSession(w http.ResponseWriter, r *http.Request) {
 	defer g.settleOpened(cl)
 	// The SDK runs the session's handlers in contexts derived from this
 	// one, without its cancellation.
-	ss, err := g.server.Connect(r.Context(), cl.transport, nil)
+	ss, err := g.server.Connect(r.Context(), endingTransport{cl.transport, func() { g.streamableClosed(cl) }}, nil)
 	if err != nil {
 		g.log.Error("connecting a session", zap.Error(err))
 		http.Error(w, "failed connection", http.StatusInternalServerError)
@@ -203,7 +206,7 @@ func (g *Gateway) openSession(w http.ResponseWriter, r *http.Request) {
 	}
 	cl.ss.Store(ss)
 	g.clients.bySession.Store(ss, cl)
-	g.watchSession(ss) // sessionEnded forgets cl
+	g.trackStreamable(ss) // sessionEnded forgets cl
 	if !g.clients.publish(cl) {
 		http.Error(w, "session not found", http.StatusNotFound) // ended already
 		return

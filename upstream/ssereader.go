@@ -45,14 +45,8 @@ func (r *sseReader) next() ([]byte, error) {
 	for {
 		line, err := r.br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) && r.longData(line) {
-			// Gathered straight into the event's data: a large answer is
-			// not copied twice.
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = r.br.ReadSlice('\n')
-				r.data = append(r.data, line...)
-				if r.over(len(r.data)) {
-					return nil, ErrTooLarge
-				}
+			if err = r.gatherLong(); errors.Is(err, ErrTooLarge) {
+				return nil, err
 			}
 			r.data = bytes.TrimRightFunc(r.data, unicode.IsSpace)
 			if err != nil && !errors.Is(err, io.EOF) {
@@ -142,6 +136,54 @@ func (r *sseReader) longData(chunk []byte) bool {
 	r.data = append(r.data, value...)
 	r.has = true
 	return true
+}
+
+// Gathering a long data line: in blocks of gatherMin bytes at first, as
+// large as what the line holds so far after, up to gatherMax.
+const (
+	gatherMin = 4 << 10
+	gatherMax = 256 << 10
+)
+
+// gatherLong reads the rest of a data line longer than the reader's
+// buffer, whose start longData put in the event's data, and appends it to
+// the data. It gathers the line in blocks and joins them once, into data
+// of the event's size: growing the data by append would allocate and copy
+// a large answer many times over (each step a quarter larger than the
+// last), and keep its garbage until the next collection; this allocates it
+// about twice. It returns ErrTooLarge past the reader's bound, else the
+// error that ended the line (nil at its '\n').
+func (r *sseReader) gatherLong() error {
+	var (
+		blocks [][]byte
+		block  []byte
+		total  = len(r.data)
+		err    = bufio.ErrBufferFull
+		line   []byte
+	)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = r.br.ReadSlice('\n')
+		total += len(line)
+		if r.over(total) {
+			return ErrTooLarge
+		}
+		for len(line) > 0 {
+			if len(block) == cap(block) {
+				if block != nil {
+					blocks = append(blocks, block)
+				}
+				block = make([]byte, 0, min(max(total, gatherMin), gatherMax))
+			}
+			k := copy(block[len(block):cap(block)], line)
+			block, line = block[:len(block)+k], line[k:]
+		}
+	}
+	data := append(make([]byte, 0, total), r.data...)
+	for _, b := range blocks {
+		data = append(data, b...)
+	}
+	r.data = append(data, block...)
+	return err
 }
 
 // take hands the data last returned to the caller: the reader will not
