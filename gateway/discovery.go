@@ -203,10 +203,11 @@ func (g *Gateway) discovered(ctx context.Context, method string, req mcp.Request
 	if !progressive {
 		return nil, false, nil
 	}
+	ts := g.toolsetOf(ctx, snap) // nil on the whole catalog
 	switch req := req.(type) {
 	case *mcp.ListToolsRequest:
 		r := &mcp.ListToolsResult{Cacheable: mcp.Cacheable{CacheScope: "private"}}
-		r.Tools, r.NextCursor, err = page(g.progressiveList(snap, pr), func(t *mcp.Tool) string { return t.Name }, cursor(req.Params))
+		r.Tools, r.NextCursor, err = page(g.progressiveList(snap, ts, pr), func(t *mcp.Tool) string { return t.Name }, cursor(req.Params))
 		return r, true, err
 	case *mcp.CallToolRequest:
 		if req.Params == nil {
@@ -215,10 +216,10 @@ func (g *Gateway) discovered(ctx context.Context, method string, req mcp.Request
 		switch req.Params.Name {
 		case metaSearch:
 			g.exchange(ctx).decide(snap.access.policy, policy.Decision{Allowed: true, Rule: -1})
-			return g.searchTools(snap, pr, req.Params.Arguments), true, nil
+			return g.searchTools(snap, ts, pr, req.Params.Arguments), true, nil
 		case metaDescribe:
 			g.exchange(ctx).decide(snap.access.policy, policy.Decision{Allowed: true, Rule: -1})
-			return g.describeTool(snap, pr, req.Params.Arguments), true, nil
+			return g.describeTool(snap, ts, pr, req.Params.Arguments), true, nil
 		}
 	}
 	return nil, false, nil
@@ -226,11 +227,11 @@ func (g *Gateway) discovered(ctx context.Context, method string, req mcp.Request
 
 // progressiveList is what a progressive principal lists: the meta-tools
 // and the always tools it may use, sorted by name.
-func (g *Gateway) progressiveList(snap *snapshot, pr *policy.Principal) []*mcp.Tool {
+func (g *Gateway) progressiveList(snap *snapshot, ts *toolset, pr *policy.Principal) []*mcp.Tool {
 	si := g.searchIndexFor(snap)
 	out := slices.Clone(metaTools)
 	for _, i := range si.always {
-		if si.allowed(snap, pr, i) {
+		if si.allowed(snap, ts, pr, i) {
 			out = append(out, si.routes.toolDefs[i])
 		}
 	}
@@ -247,7 +248,7 @@ type searchHit struct {
 
 // searchTools answers the search meta-tool: the best matches among the
 // tools pr may use.
-func (g *Gateway) searchTools(snap *snapshot, pr *policy.Principal, raw json.RawMessage) *mcp.CallToolResult {
+func (g *Gateway) searchTools(snap *snapshot, ts *toolset, pr *policy.Principal, raw json.RawMessage) *mcp.CallToolResult {
 	var args struct {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
@@ -261,7 +262,7 @@ func (g *Gateway) searchTools(snap *snapshot, pr *policy.Principal, raw json.Raw
 	}
 	limit = min(limit, searchMaxLimit)
 	si := g.searchIndexFor(snap)
-	hits := si.index.Search(discovery.ParseQuery(args.Query), limit, func(i int) bool { return si.allowed(snap, pr, i) })
+	hits := si.index.Search(discovery.ParseQuery(args.Query), limit, func(i int) bool { return si.allowed(snap, ts, pr, i) })
 	found := make([]searchHit, 0, len(hits))
 	var text strings.Builder
 	for _, h := range hits {
@@ -281,7 +282,7 @@ func (g *Gateway) searchTools(snap *snapshot, pr *policy.Principal, raw json.Raw
 
 // describeTool answers the describe meta-tool: the definition of a tool
 // pr may use, or for any other name the answer a call of it would get.
-func (g *Gateway) describeTool(snap *snapshot, pr *policy.Principal, raw json.RawMessage) *mcp.CallToolResult {
+func (g *Gateway) describeTool(snap *snapshot, ts *toolset, pr *policy.Principal, raw json.RawMessage) *mcp.CallToolResult {
 	var args struct {
 		Name string `json:"name"`
 	}
@@ -290,7 +291,7 @@ func (g *Gateway) describeTool(snap *snapshot, pr *policy.Principal, raw json.Ra
 	}
 	si := g.searchIndexFor(snap)
 	i, ok := si.byName[args.Name]
-	if !ok || !si.allowed(snap, pr, i) {
+	if !ok || !si.allowed(snap, ts, pr, i) {
 		return toolError(unknownTool(args.Name).Error()) // the same for denied and absent names
 	}
 	t := si.routes.toolDefs[i]

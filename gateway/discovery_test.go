@@ -296,7 +296,7 @@ func BenchmarkProgressiveSearch(b *testing.B) {
 	args := []byte(`{"query":"return the message unchanged"}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		gw.searchTools(snap, pr, args)
+		gw.searchTools(snap, nil, pr, args)
 	}
 }
 

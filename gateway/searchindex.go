@@ -57,12 +57,18 @@ func newSearchIndex(r *routes, disc *discoveryMode) *searchIndex {
 	return si
 }
 
-// allowed reports whether pr may use tool i under snap's policy.
-func (si *searchIndex) allowed(snap *snapshot, pr *policy.Principal, i int) bool {
+// allowed reports whether pr may use tool i under snap's policy, in ts (nil:
+// the whole catalog): a toolset's sessions search and describe its tools
+// only, as they list and call them.
+func (si *searchIndex) allowed(snap *snapshot, ts *toolset, pr *policy.Principal, i int) bool {
+	name := si.routes.toolDefs[i].Name
+	server := si.routes.tools[name].up.Name()
+	if ts != nil && !ts.allows(policy.Tool, name, server) {
+		return false
+	}
 	p := snap.access.policy
 	if p.Unrestricted() {
 		return true
 	}
-	name := si.routes.toolDefs[i].Name
-	return pr != nil && p.Decide(pr, policy.Tool, name, si.routes.tools[name].up.Name()).Allowed
+	return pr != nil && p.Decide(pr, policy.Tool, name, server).Allowed
 }

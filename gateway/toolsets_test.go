@@ -392,3 +392,29 @@ func TestAToolsetSessionSubscribesOnlyToItsResources(t *testing.T) {
 		t.Errorf("subscriptions held = %d, want alpha's readme", n)
 	}
 }
+
+// TestAToolsetSearchesItsOwnTools checks progressive discovery in a
+// toolset: the search and describe meta-tools find the toolset's tools
+// only, as its lists and calls do, so a toolset cannot be used to learn of
+// the rest of the catalog.
+func TestAToolsetSearchesItsOwnTools(t *testing.T) {
+	h := newHarnessWith(t, func(c *config.Config) {
+		toolsetConfig(c)
+		c.Gateway.Discovery = config.Discovery{Mode: config.DiscoveryProgressive}
+	}, upstreamSpec{name: "alpha", demoName: "alpha"}, upstreamSpec{name: "beta", demoName: "beta"})
+	support := connectIn(t, h, "support", make(chan string, 10))
+	res := callJSON(t, support, metaSearch, map[string]any{"query": "echo the message back", "limit": 20})
+	var got []string
+	for _, hit := range res.StructuredContent.(map[string]any)["tools"].([]any) {
+		got = append(got, hit.(map[string]any)["name"].(string))
+	}
+	if d := cmp.Diff([]string{"beta__echo"}, got); d != "" {
+		t.Errorf("search in support (-want +got):\n%s", d)
+	}
+	if res := callJSON(t, support, metaDescribe, map[string]any{"name": "alpha__echo"}); !res.IsError {
+		t.Errorf("describe alpha__echo in support = %v, want the unknown-tool answer", res.StructuredContent)
+	}
+	if res := callJSON(t, h.client, metaSearch, map[string]any{"query": "echo the message back", "limit": 20}); len(res.StructuredContent.(map[string]any)["tools"].([]any)) < 2 {
+		t.Errorf("search on the whole catalog = %v, want both echoes", res.StructuredContent)
+	}
+}
