@@ -210,6 +210,8 @@ type Gateway struct {
 	Timeouts Timeouts
 	Backoff  Backoff
 	Log      Log
+	// Cluster (key "cluster") turns on cluster mode; see Cluster.
+	Cluster Cluster
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

@@ -23,6 +23,7 @@ import (
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/cluster"
 	"github.com/manifold-mcp/manifold/internal/lifecycle"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
@@ -130,6 +131,9 @@ type Gateway struct {
 
 	// clients are the downstream HTTP sessions, by principal (clients.go).
 	clients clients
+	// cluster is this replica's node in cluster mode, nil otherwise
+	// (cluster.go); fixed at New.
+	cluster *cluster.Node
 }
 
 // New builds a Gateway for cfg, which must be valid (config.Load validates).
@@ -163,6 +167,14 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		life:     lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.clients.wake = make(chan struct{}, 1)
+	if g.cluster, err = newClusterNode(&cfg.Gateway, o.Logger); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.cluster != nil {
+		g.bridge.once.Do(func() {
+			g.bridge.signer = clusterSigner(g.cluster.Keys().StateKeys(), g.cluster.Self(), g.cluster.Boot())
+		})
+	}
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -264,6 +276,9 @@ func (g *Gateway) Start(ctx context.Context) {
 	}
 	g.life.Go(g.mergeLoop)
 	g.life.Go(g.sweepIdle)
+	if g.cluster != nil {
+		g.life.Go(g.cluster.Run)
+	}
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
 	g.started.Store(true)

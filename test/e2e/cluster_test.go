@@ -1,0 +1,292 @@
+package e2e
+
+//lint:file-ignore SA1019 this test drives sampling, which the gateway bridges for 2026-07-28 clients
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// clusterSecret is the e2e cluster's secret (≥ 32 bytes).
+const clusterSecret = "e2e-cluster-secret-0123456789abcdef"
+
+// testCluster is n replicas of the binary sharing one cluster secret, each
+// on a port chosen first so that it can be advertised and listed as every
+// replica's peer.
+type testCluster struct {
+	addrs    []string
+	replicas []*gatewayProc
+	cfgs     []string
+}
+
+// freePorts returns n loopback addresses nothing listens on now.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var lns []net.Listener
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return addrs
+}
+
+// clusterConfig is the config of replica self of addrs: servers, then
+// gateway settings (gatewayExtra indented under gateway:) and the cluster.
+func clusterConfig(servers, gatewayExtra, self string, addrs []string, clusterExtra string) string {
+	return fmt.Sprintf(`%s
+gateway:
+%s
+  cluster:
+    secret: %q
+    advertise: %q
+    peers: [%s]
+%s
+`, servers, gatewayExtra, clusterSecret, self, strings.Join(addrs, ", "), clusterExtra)
+}
+
+// startCluster starts n replicas with servers (an mcpServers section).
+func startCluster(t *testing.T, n int, servers string) *testCluster {
+	t.Helper()
+	c := &testCluster{addrs: freePorts(t, n)}
+	for _, a := range c.addrs {
+		cfg := writeConfig(t, clusterConfig(servers, "  timeouts: { call: 30s }", a, c.addrs, ""))
+		c.cfgs = append(c.cfgs, cfg)
+		c.replicas = append(c.replicas, launch(t, []string{"serve", "--listen", a, "--config", cfg}, nil))
+	}
+	for _, g := range c.replicas {
+		serving(t, g)
+	}
+	return c
+}
+
+// roundRobin is a load balancer without affinity: every request goes to
+// the next replica, on a new connection.
+type roundRobin struct {
+	*httptest.Server
+	next     atomic.Uint64
+	backends []string
+	served   []atomic.Int64
+}
+
+func newRoundRobin(t *testing.T, backends []string) *roundRobin {
+	rr := &roundRobin{backends: backends, served: make([]atomic.Int64, len(backends))}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			i := int(rr.next.Add(1)-1) % len(rr.backends)
+			rr.served[i].Add(1)
+			pr.SetURL(&url.URL{Scheme: "http", Host: rr.backends[i]})
+		},
+		Transport:     &http.Transport{DisableKeepAlives: true, Proxy: nil},
+		FlushInterval: -1,
+	}
+	rr.Server = httptest.NewServer(proxy)
+	t.Cleanup(rr.Close)
+	return rr
+}
+
+// TestClusterRoundRobin is acceptance 1 of cluster mode: three replicas with
+// one secret behind a round-robin proxy that sends every request to the
+// next replica on a new connection (in Go, and HAProxy's balance
+// roundrobin when installed). Through it, a 2025-11-25 TypeScript SDK
+// client runs every relay scenario (sampling, elicitation, roots, progress,
+// logging, subscriptions: its session lives on one replica, every other
+// request of it is forwarded there), and a 2026-07-28 go-sdk client lists,
+// calls, gets progress, answers sampling and elicitation (MRTR rounds whose
+// retries land on other replicas) and receives resources/updated; with no
+// error.
+func TestClusterRoundRobin(t *testing.T) {
+	requireNode(t)
+	nm := filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol")
+	servers := fmt.Sprintf(`mcpServers:
+  everything:
+    command: node
+    args: [%q, stdio]
+    session: per-client`, filepath.Join(nm, "server-everything", "dist", "index.js"))
+	c := startCluster(t, 3, servers)
+	lbs := map[string]string{}
+	rr := newRoundRobin(t, c.addrs)
+	lbs["go"] = rr.URL
+	if addr := startHAProxy(t, c.addrs); addr != "" {
+		lbs["haproxy"] = "http://" + addr
+	}
+	for name, lb := range lbs {
+		t.Run(name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			wg.Go(func() { clusterNodeClient(t, lb) })
+			wg.Go(func() { clusterGoClient(t, lb) })
+			wg.Wait()
+		})
+	}
+	for i := range rr.served {
+		if n := rr.served[i].Load(); n == 0 {
+			t.Errorf("replica %d got no request from the round-robin proxy", i)
+		}
+	}
+	for i, g := range c.replicas {
+		if strings.Contains(g.logs.String(), `"level":"error"`) {
+			t.Errorf("replica %d logged an error:\n%s", i, g.logs.String())
+		}
+	}
+}
+
+// clusterNodeClient runs the relay issue's main client.mjs script (every
+// scenario, per-client mode) through lb, and its checks.
+func clusterNodeClient(t *testing.T, lb string) {
+	s := relayMainScript("per-client", "http")
+	args := []string{"--timeout-ms", "10000", "--capabilities", relayMainCaps,
+		"--roots", fmt.Sprintf(`[{"uri":%q,"name":"one"}]`, s.root("one")), "--client-name", "relay-main",
+		"--transport", "http", "--url", lb + "/mcp"}
+	out, err := execNodeClient(args, s.steps, 120*time.Second)
+	if err != nil {
+		t.Errorf("client.mjs through the cluster: %v", err)
+		return
+	}
+	if v := out.ProtocolVersion; v != "2025-11-25" {
+		t.Errorf("TS client negotiated %q, want 2025-11-25", v)
+	}
+	for _, sc := range relayMainChecks {
+		t.Run("ts/"+sc.name, func(t *testing.T) { sc.check(t, s, out) })
+	}
+}
+
+// clusterGoClient is the 2026-07-28 go-sdk client's part.
+func clusterGoClient(t *testing.T, lb string) {
+	t.Run("go-2026-07-28", func(t *testing.T) {
+		ctx := ctxT(t, 90*time.Second)
+		var updates atomic.Int32
+		var progress atomic.Int32
+		bc := &bridgeClient{nonce: "cluster"}
+		c := mcp.NewClient(&mcp.Implementation{Name: "e2e-cluster", Version: "1"}, &mcp.ClientOptions{
+			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				bc.sampled.Add(1)
+				return &mcp.CreateMessageResult{Role: "assistant", Model: "e2e-model", Content: &mcp.TextContent{Text: bc.nonce + "-sampled"}}, nil
+			},
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				bc.elicited.Add(1)
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": bc.nonce + "-name"}}, nil
+			},
+			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+				if req.Params.URI == relayURIA {
+					updates.Add(1)
+				}
+			},
+			ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
+		})
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: lb + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if got := cs.InitializeResult().ProtocolVersion; got != "2026-07-28" {
+			t.Fatalf("negotiated %q, want 2026-07-28", got)
+		}
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil || len(tools.Tools) == 0 {
+			t.Fatalf("tools/list: %d tools, %v", len(tools.Tools), err)
+		}
+		for range 2 { // each call's rounds land on other replicas than the last
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__trigger-sampling-request",
+				Arguments: map[string]any{"prompt": "say hi", "maxTokens": 20}})
+			if text := bridgeText(res); err != nil || res.IsError || !strings.Contains(text, "cluster-sampled") {
+				t.Errorf("trigger-sampling-request: %q, %v", text, err)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__trigger-elicitation-request", Arguments: map[string]any{}})
+			if text := bridgeText(res); err != nil || res.IsError || !strings.Contains(text, "- Name: cluster-name") {
+				t.Errorf("trigger-elicitation-request: %q, %v", text, err)
+			}
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__trigger-long-running-operation",
+			Arguments: map[string]any{"duration": 0.6, "steps": 3}, Meta: mcp.Meta{"progressToken": "cluster-progress"}})
+		if err != nil || res.IsError {
+			t.Errorf("trigger-long-running-operation: %v %v", bridgeText(res), err)
+		}
+		if n := progress.Load(); n < 1 {
+			t.Errorf("%d progress notifications, want some", n)
+		}
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: relayURIA}); err != nil {
+			t.Fatalf("subscribe: %v", err)
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__toggle-subscriber-updates", Arguments: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+		for updates.Load() == 0 && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if updates.Load() == 0 {
+			t.Errorf("no resources/updated for %s", relayURIA)
+		}
+		cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__toggle-subscriber-updates", Arguments: map[string]any{}})
+		if s, e := bc.sampled.Load(), bc.elicited.Load(); s != 2 || e != 2 {
+			t.Errorf("sampling handler ran %d times, elicitation %d (want 2 each)", s, e)
+		}
+	})
+}
+
+// startHAProxy runs HAProxy in front of backends with balance roundrobin
+// and no keep-alive to the servers, when it is installed; it returns its
+// address, or "" (and logs why) when it is not.
+func startHAProxy(t *testing.T, backends []string) string {
+	path, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Log("haproxy not installed: only the Go round-robin proxy runs (apt-get install haproxy)")
+		return ""
+	}
+	addr := freePorts(t, 1)[0]
+	var servers strings.Builder
+	for i, b := range backends {
+		fmt.Fprintf(&servers, "    server r%d %s\n", i, b)
+	}
+	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`global
+    maxconn 256
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+    option http-server-close
+frontend fe
+    bind %s
+    default_backend be
+backend be
+    balance roundrobin
+%s`, addr, servers.String())), 0o600)
+	cmd := exec.Command(path, "-db", "-f", cfg)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("haproxy: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for range 100 {
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			return addr
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("haproxy does not listen on %s", addr)
+	return ""
+}
