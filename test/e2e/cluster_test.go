@@ -22,8 +22,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// clusterWatched is the fixture's watched resource, as clients know it.
+const clusterWatched = "manifold://fx/test://watched-resource"
+
 // clusterSecret is the e2e cluster's secret (≥ 32 bytes).
 const clusterSecret = "e2e-cluster-secret-0123456789abcdef"
+
+// The e2e cluster's principals and their API keys: each client is its own
+// principal, as in a team (a principal's sessionless calls share its
+// per-client upstream session).
+const (
+	clusterKeyTS = "e2e-key-ts-client-0123456789"
+	clusterKeyGo = "e2e-key-go-client-0123456789"
+	clusterAuth  = `auth:
+  apiKeys:
+    - { name: ts, key: ` + clusterKeyTS + ` }
+    - { name: gopher, key: ` + clusterKeyGo + ` }`
+)
 
 // testCluster is n replicas of the binary sharing one cluster secret, each
 // on a port chosen first so that it can be advertised and listed as every
@@ -116,7 +131,10 @@ func newRoundRobin(t *testing.T, backends []string) *roundRobin {
 // request of it is forwarded there), and a 2026-07-28 go-sdk client lists,
 // calls, gets progress, answers sampling and elicitation (MRTR rounds whose
 // retries land on other replicas) and receives resources/updated; with no
-// error.
+// error. server-everything runs per replica, per-client (a 2026-07-28
+// client's calls go to its home replica); the fixture is one HTTP server
+// behind all replicas, as a remote upstream is (its resources/updated
+// reach a subscription whichever replica holds it).
 func TestClusterRoundRobin(t *testing.T) {
 	requireNode(t)
 	nm := filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol")
@@ -124,7 +142,12 @@ func TestClusterRoundRobin(t *testing.T) {
   everything:
     command: node
     args: [%q, stdio]
-    session: per-client`, filepath.Join(nm, "server-everything", "dist", "index.js"))
+    session: per-client
+  fx:
+    type: http
+    url: %q
+    session: shared
+%s`, filepath.Join(nm, "server-everything", "dist", "index.js"), startFixture(t), clusterAuth)
 	c := startCluster(t, 3, servers)
 	lbs := map[string]string{}
 	rr := newRoundRobin(t, c.addrs)
@@ -158,7 +181,7 @@ func clusterNodeClient(t *testing.T, lb string) {
 	s := relayMainScript("per-client", "http")
 	args := []string{"--timeout-ms", "10000", "--capabilities", relayMainCaps,
 		"--roots", fmt.Sprintf(`[{"uri":%q,"name":"one"}]`, s.root("one")), "--client-name", "relay-main",
-		"--transport", "http", "--url", lb + "/mcp"}
+		"--transport", "http", "--url", lb + "/mcp", "--header", "Authorization: Bearer " + clusterKeyTS}
 	out, err := execNodeClient(args, s.steps, 120*time.Second)
 	if err != nil {
 		t.Errorf("client.mjs through the cluster: %v", err)
@@ -180,6 +203,11 @@ func clusterGoClient(t *testing.T, lb string) {
 		var progress atomic.Int32
 		bc := &bridgeClient{nonce: "cluster"}
 		c := mcp.NewClient(&mcp.Implementation{Name: "e2e-cluster", Version: "1"}, &mcp.ClientOptions{
+			// No roots: server-everything would ask for them when the
+			// client's upstream session opens, and a request the bridge
+			// parks in the middle of the progress call takes that call's
+			// later progress with it (a bridge limit, not the cluster's).
+			Capabilities: &mcp.ClientCapabilities{},
 			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 				bc.sampled.Add(1)
 				return &mcp.CreateMessageResult{Role: "assistant", Model: "e2e-model", Content: &mcp.TextContent{Text: bc.nonce + "-sampled"}}, nil
@@ -189,13 +217,15 @@ func clusterGoClient(t *testing.T, lb string) {
 				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": bc.nonce + "-name"}}, nil
 			},
 			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-				if req.Params.URI == relayURIA {
+				if req.Params.URI == clusterWatched {
 					updates.Add(1)
 				}
 			},
 			ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
 		})
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: lb + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: lb + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerVia{clusterKeyGo, http.DefaultTransport}}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,8 +234,11 @@ func clusterGoClient(t *testing.T, lb string) {
 			t.Fatalf("negotiated %q, want 2026-07-28", got)
 		}
 		tools, err := cs.ListTools(ctx, nil)
-		if err != nil || len(tools.Tools) == 0 {
-			t.Fatalf("tools/list: %d tools, %v", len(tools.Tools), err)
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		if len(tools.Tools) == 0 {
+			t.Fatal("tools/list: no tools")
 		}
 		for range 2 { // each call's rounds land on other replicas than the last
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__trigger-sampling-request",
@@ -223,22 +256,29 @@ func clusterGoClient(t *testing.T, lb string) {
 		if err != nil || res.IsError {
 			t.Errorf("trigger-long-running-operation: %v %v", bridgeText(res), err)
 		}
+		// The SDK may hand a notification to its handler after the call
+		// returns: wait for it.
+		for progress.Load() == 0 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if n := progress.Load(); n < 1 {
 			t.Errorf("%d progress notifications, want some", n)
 		}
-		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: relayURIA}); err != nil {
+		// The subscription is a subscriptions/listen stream the SDK opens in
+		// the background, on whichever replica: trigger updates (on
+		// whichever replica) until one arrives.
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: clusterWatched}); err != nil {
 			t.Fatalf("subscribe: %v", err)
 		}
-		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__toggle-subscriber-updates", Arguments: map[string]any{}}); err != nil {
-			t.Fatal(err)
-		}
 		for updates.Load() == 0 && ctx.Err() == nil {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__test_trigger_resource_update", Arguments: map[string]any{}}); err != nil {
+				t.Fatal(err)
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		if updates.Load() == 0 {
-			t.Errorf("no resources/updated for %s", relayURIA)
+			t.Errorf("no resources/updated for %s", clusterWatched)
 		}
-		cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__toggle-subscriber-updates", Arguments: map[string]any{}})
 		if s, e := bc.sampled.Load(), bc.elicited.Load(); s != 2 || e != 2 {
 			t.Errorf("sampling handler ran %d times, elicitation %d (want 2 each)", s, e)
 		}
