@@ -64,19 +64,27 @@ var errBadState = errors.New("invalid requestState")
 // tag lets a replica that cannot verify the MAC (it needs the call's
 // principal) trust the owner enough to forward the retry there (stateRoute).
 type stateSigner struct {
-	key      []byte
-	previous [][]byte // cluster mode: keys still accepted, never signed with
-	owner    string   // cluster mode: this replica's advertised address
-	boot     uint64   // cluster mode: this process's boot id
+	key   []byte
+	keys  func() [][]byte // cluster mode: the keys, the issuing one first (rotated at reload)
+	owner string          // cluster mode: this replica's advertised address
+	boot  uint64          // cluster mode: this process's boot id
 }
 
 // routeTagLen is the size of a cluster state's route tag.
 const routeTagLen = 16
 
-// clusterSigner returns the signer of cluster mode: keys (the issuing one
-// first), owner and boot this process's.
-func clusterSigner(keys [][]byte, owner string, boot uint64) stateSigner {
-	return stateSigner{key: keys[0], previous: keys[1:], owner: owner, boot: boot}
+// clusterSigner returns the signer of cluster mode: keys returns the keys
+// (the issuing one first), owner and boot are this process's.
+func clusterSigner(keys func() [][]byte, owner string, boot uint64) stateSigner {
+	return stateSigner{keys: keys, owner: owner, boot: boot}
+}
+
+// all returns the keys a state may verify under, the signing one first.
+func (s *stateSigner) all() [][]byte {
+	if s.keys != nil {
+		return s.keys()
+	}
+	return [][]byte{s.key}
 }
 
 // newStateKey returns a random HMAC key.
@@ -110,6 +118,7 @@ func isBridgeState(s string) bool { return strings.HasPrefix(s, bridgeStatePrefi
 // sign returns the requestState naming st, for method, name and owner
 // (principal, as bindOwner makes it).
 func (s *stateSigner) sign(st bridgeState, method, name, principal string) string {
+	key := s.all()[0]
 	buf := make([]byte, statePayloadLen, statePayloadLen+8+len(s.owner)+routeTagLen+stateMACLen)
 	binary.BigEndian.PutUint64(buf[0:8], st.id)
 	binary.BigEndian.PutUint32(buf[8:12], st.round)
@@ -118,10 +127,10 @@ func (s *stateSigner) sign(st bridgeState, method, name, principal string) strin
 	if s.owner != "" {
 		buf = binary.BigEndian.AppendUint64(buf, s.boot)
 		buf = append(buf, s.owner...)
-		buf = routeTag(buf, s.key, buf)
+		buf = routeTag(buf, key, buf)
 		signed = len(buf)
 	}
-	buf = mac(buf, s.key, buf[:signed], method, name, principal)
+	buf = mac(buf, key, buf[:signed], method, name, principal)
 	return bridgeStatePrefix + base64.RawURLEncoding.EncodeToString(buf)
 }
 
@@ -173,7 +182,7 @@ func (s *stateSigner) verify(state, method, name, principal string, now time.Tim
 	}
 	signed, got := raw[:len(raw)-stateMACLen], raw[len(raw)-stateMACLen:]
 	verified := false
-	for _, k := range append([][]byte{s.key}, s.previous...) {
+	for _, k := range s.all() {
 		if hmac.Equal(got, mac(make([]byte, 0, stateMACLen), k, signed, method, name, principal)) {
 			verified = true
 			break

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/authn"
@@ -289,4 +291,50 @@ func (g *Gateway) statelessOwner(r *http.Request, body []byte) string {
 	}
 	owner, _ := principalOf(r)
 	return g.cluster.Home(owner)
+}
+
+// clusterRestartOnly reports whether the cluster settings changed in a way
+// that applies only at restart: all but the secrets, which a reload
+// rotates (rotateCluster).
+func clusterRestartOnly(now, running config.Cluster) bool {
+	now.Secret, now.SecretFile, now.PreviousSecrets = "", "", nil
+	running.Secret, running.SecretFile, running.PreviousSecrets = "", "", nil
+	if now.Enabled() != running.Enabled() {
+		return true
+	}
+	return !reflect.DeepEqual(now, running)
+}
+
+// pinCluster is now's cluster settings with running's values for what
+// applies only at restart (every key but the secrets); cluster mode stays
+// as it runs.
+func pinCluster(now, running config.Cluster) config.Cluster {
+	if now.Enabled() != running.Enabled() {
+		return running
+	}
+	pinned := running
+	pinned.Secret, pinned.SecretFile, pinned.PreviousSecrets = now.Secret, now.SecretFile, now.PreviousSecrets
+	return pinned
+}
+
+// rotateCluster derives the keys of cfg's cluster secrets, when they
+// changed, and puts them in force: the next token is issued under the new
+// first secret, and tokens of the others still open. Derived once per
+// reload, never per request.
+func (g *Gateway) rotateCluster(cfg, running *config.Config) error {
+	now, old := &cfg.Gateway.Cluster, &running.Gateway.Cluster
+	if g.cluster == nil || (now.Secret == old.Secret && now.SecretFile == "" && slices.Equal(now.PreviousSecrets, old.PreviousSecrets)) {
+		return nil
+	}
+	secret, previous, err := now.Secrets()
+	if err != nil {
+		return err
+	}
+	keys, err := cluster.NewKeys(secret, previous)
+	if err != nil {
+		return fmt.Errorf("gateway.cluster: %w", err)
+	}
+	g.cluster.SetKeys(keys)
+	g.log.Info("cluster secrets rotated", zap.Int("accepted", 1+len(previous)))
+	return nil
 }

@@ -172,7 +172,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	}
 	if g.cluster != nil {
 		g.bridge.once.Do(func() {
-			g.bridge.signer = clusterSigner(g.cluster.Keys().StateKeys(), g.cluster.Self(), g.cluster.Boot())
+			g.bridge.signer = clusterSigner(func() [][]byte { return g.cluster.Keys().StateKeys() }, g.cluster.Self(), g.cluster.Boot())
 		})
 	}
 	g.snap.Store(newSnapshot(cfg, an))

@@ -53,7 +53,7 @@ func (n *Node) newProxy() *httputil.ReverseProxy {
 			pr.Out.URL.Host = t.owner
 			pr.Out.Host = pr.In.Host // the owner checks Host as the entry replica did
 			pr.SetXForwarded()
-			pr.Out.Header.Set(HopHeader, n.keys.hopValue(pr.Out, time.Now()))
+			pr.Out.Header.Set(HopHeader, n.Keys().hopValue(pr.Out, time.Now()))
 		},
 		Transport:     rt,
 		FlushInterval: -1, // SSE: every write at once
@@ -64,7 +64,9 @@ func (n *Node) newProxy() *httputil.ReverseProxy {
 				return // the client went away
 			}
 			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" {
+			if errors.As(err, &op) && op.Op == "dial" || !n.reachable(r.Context(), t.owner) {
+				// Refused, or a pooled connection broke and the owner no
+				// longer accepts new ones: it is gone.
 				n.markDown(t.owner)
 				n.log.Info("forward: owner unreachable", zap.String("owner", t.owner), zap.Error(err))
 				t.gone(w)
@@ -74,4 +76,18 @@ func (n *Node) newProxy() *httputil.ReverseProxy {
 			http.Error(w, "replica forwarding failed", http.StatusBadGateway)
 		},
 	}
+}
+
+// reachable reports whether owner accepts a connection now; asked only
+// when a forward failed after connecting (a pooled connection to a replica
+// that died).
+func (n *Node) reachable(ctx context.Context, owner string) bool {
+	ctx, cancel := context.WithTimeout(ctx, defaultDial)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", owner)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }

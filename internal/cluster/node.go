@@ -58,7 +58,7 @@ type Options struct {
 // address and boot id, the live peers, and the reverse proxy to them. Safe
 // for concurrent use; Run keeps the peers current.
 type Node struct {
-	keys   *Keys
+	keys   atomic.Pointer[Keys]
 	self   string
 	boot   uint64
 	opts   Options
@@ -77,7 +77,8 @@ func NewNode(keys *Keys, self string, opts *Options) (*Node, error) {
 	if _, _, err := net.SplitHostPort(self); err != nil {
 		return nil, fmt.Errorf("cluster: advertise %q: %w", self, err)
 	}
-	n := &Node{keys: keys, self: self, down: map[string]time.Time{}}
+	n := &Node{self: self, down: map[string]time.Time{}}
+	n.keys.Store(keys)
 	if opts != nil {
 		n.opts = *opts
 	}
@@ -108,16 +109,20 @@ func NewNode(keys *Keys, self string, opts *Options) (*Node, error) {
 func (n *Node) Self() string { return n.self }
 
 // Keys are the node's keys.
-func (n *Node) Keys() *Keys { return n.keys }
+func (n *Node) Keys() *Keys { return n.keys.Load() }
+
+// SetKeys replaces the node's keys (a rotated secret, at reload): tokens
+// are issued and checked under them from the next request on.
+func (n *Node) SetKeys(k *Keys) { n.keys.Store(k) }
 
 // Issue seals a token of kind for principal, owned by this replica, with
 // local as what it needs to find it.
 func (n *Node) Issue(kind Kind, principal Principal, local string) (string, error) {
-	return n.keys.Seal(&Token{Kind: kind, Owner: n.self, Boot: n.boot, Expires: time.Now().Add(n.opts.MaxAge), Principal: principal, Local: local})
+	return n.Keys().Seal(&Token{Kind: kind, Owner: n.self, Boot: n.boot, Expires: time.Now().Add(n.opts.MaxAge), Principal: principal, Local: local})
 }
 
 // Open opens token s (see Keys.Open).
-func (n *Node) Open(s string) (Token, error) { return n.keys.Open(s, time.Now()) }
+func (n *Node) Open(s string) (Token, error) { return n.Keys().Open(s, time.Now()) }
 
 // Mine reports whether t names something of this very process (this
 // address and boot).
@@ -130,7 +135,7 @@ func (n *Node) Owns(owner string, boot uint64) bool { return owner == n.self && 
 func (n *Node) Boot() uint64 { return n.boot }
 
 // Hop says whether r was forwarded by a replica (see Keys.Hop).
-func (n *Node) Hop(r *http.Request) HopState { return n.keys.Hop(r, time.Now()) }
+func (n *Node) Hop(r *http.Request) HopState { return n.Keys().Hop(r, time.Now()) }
 
 // Peers are the replicas known live, sorted, this one included.
 func (n *Node) Peers() []string { return *n.peers.Load() }

@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,28 +101,123 @@ func startCluster(t *testing.T, n int, servers string) *testCluster {
 }
 
 // roundRobin is a load balancer without affinity: every request goes to
-// the next replica, on a new connection.
+// the next replica in rotation, on a new connection. A replica it cannot
+// connect to is skipped (nothing was sent); remove takes one out of the
+// rotation, as a Service does with a pod that is not ready.
 type roundRobin struct {
 	*httptest.Server
-	next     atomic.Uint64
+	mu       sync.Mutex
+	next     int
 	backends []string
-	served   []atomic.Int64
+	served   map[string]int
+	inflight map[string]int
+	idleCh   chan struct{}
 }
 
 func newRoundRobin(t *testing.T, backends []string) *roundRobin {
-	rr := &roundRobin{backends: backends, served: make([]atomic.Int64, len(backends))}
+	rr := &roundRobin{backends: slices.Clone(backends), served: map[string]int{}, inflight: map[string]int{}, idleCh: make(chan struct{}, 1)}
+	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			i := int(rr.next.Add(1)-1) % len(rr.backends)
-			rr.served[i].Add(1)
-			pr.SetURL(&url.URL{Scheme: "http", Host: rr.backends[i]})
+			pr.SetURL(&url.URL{Scheme: "http", Host: "backend"})
 		},
-		Transport:     &http.Transport{DisableKeepAlives: true, Proxy: nil},
+		Transport:     rr.transport(tr),
 		FlushInterval: -1,
 	}
 	rr.Server = httptest.NewServer(proxy)
 	t.Cleanup(rr.Close)
 	return rr
+}
+
+// transport sends each request to the next backend, trying the others when
+// one refuses the connection.
+func (rr *roundRobin) transport(tr *http.Transport) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		var err error
+		stream := r.Method == http.MethodGet // a stream outlives any drain
+		for range 3 {
+			b := rr.pick(stream)
+			r.URL.Host = b
+			var resp *http.Response
+			resp, err = tr.RoundTrip(r)
+			var op *net.OpError
+			if err == nil {
+				resp.Body = &doneBody{ReadCloser: resp.Body, done: func() { rr.release(b, stream) }}
+				return resp, nil
+			}
+			rr.release(b, stream)
+			if !errors.As(err, &op) || op.Op != "dial" {
+				return nil, err
+			}
+		}
+		return nil, err
+	})
+}
+
+// pick returns the next backend; requests but streams count in flight.
+func (rr *roundRobin) pick(stream bool) string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	b := rr.backends[rr.next%len(rr.backends)]
+	rr.next++
+	rr.served[b]++
+	if !stream {
+		rr.inflight[b]++
+	}
+	return b
+}
+
+func (rr *roundRobin) release(b string, stream bool) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if !stream {
+		rr.inflight[b]--
+	}
+	select {
+	case rr.idleCh <- struct{}{}:
+	default:
+	}
+}
+
+// remove takes backend b out of the rotation.
+func (rr *roundRobin) remove(b string) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.backends = slices.DeleteFunc(rr.backends, func(x string) bool { return x == b })
+}
+
+// idle waits until no request but GET streams is in flight to backend
+// b, as a load balancer drains a backend it removed.
+func (rr *roundRobin) idle(ctx context.Context, b string) {
+	for ctx.Err() == nil {
+		rr.mu.Lock()
+		n := rr.inflight[b]
+		rr.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-rr.idleCh:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// doneBody calls done once, when the body is closed.
+type doneBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (d *doneBody) Close() error {
+	err := d.ReadCloser.Close()
+	d.once.Do(d.done)
+	return err
 }
 
 // TestClusterRoundRobin is acceptance 1 of cluster mode: three replicas with
@@ -163,8 +261,11 @@ func TestClusterRoundRobin(t *testing.T) {
 			wg.Wait()
 		})
 	}
-	for i := range rr.served {
-		if n := rr.served[i].Load(); n == 0 {
+	for i, a := range c.addrs {
+		rr.mu.Lock()
+		n := rr.served[a]
+		rr.mu.Unlock()
+		if n == 0 {
 			t.Errorf("replica %d got no request from the round-robin proxy", i)
 		}
 	}
