@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +30,7 @@ func (r *replica) addr() string { return r.srv.Listener.Addr().String() }
 // newReplicas starts n gateways in front of their own alpha demo
 // upstream, with teamPolicy's keys, one cluster secret, and every replica
 // as a peer; edit adjusts each config.
-func newReplicas(t *testing.T, n int, edit func(*config.Config)) []*replica {
+func newReplicas(t testing.TB, n int, edit func(*config.Config)) []*replica {
 	t.Helper()
 	rs := make([]*replica, n)
 	var addrs []string
@@ -45,7 +46,7 @@ func newReplicas(t *testing.T, n int, edit func(*config.Config)) []*replica {
 
 // startReplica builds r's gateway (again, for a restart) and serves it on
 // r's listener address.
-func startReplica(t *testing.T, r *replica, peers []string, edit func(*config.Config)) {
+func startReplica(t testing.TB, r *replica, peers []string, edit func(*config.Config)) {
 	t.Helper()
 	h := &principalsHarness{edit: func(c *config.Config) {
 		c.Gateway.Cluster = config.Cluster{Secret: testClusterSecret, Advertise: r.addr(), Peers: peers}
@@ -209,5 +210,49 @@ func TestClusterSSE(t *testing.T) {
 	}
 	if r, _ := post(t, b.srv.URL+"/sse?sessionid="+tok[:len(tok)-6], initBody, hdr); r.StatusCode != http.StatusNotFound {
 		t.Errorf("POST to a truncated session: %d, want 404", r.StatusCode)
+	}
+}
+
+// BenchmarkClusterForward measures what forwarding adds to a request of a
+// streamable session: a ping sent to the replica that owns the session,
+// and the same ping sent to another replica, which forwards it (a pooled
+// connection between the replicas, as in a cluster at work).
+func BenchmarkClusterForward(b *testing.B) {
+	rs := newReplicas(b, 2, nil)
+	owner, other := rs[0], rs[1]
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	req, _ := http.NewRequest(http.MethodPost, owner.srv.URL+"/mcp", strings.NewReader(initBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+aliceKey)
+	resp, err := hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("initialize: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	for _, c := range []struct {
+		name string
+		url  string
+	}{
+		{name: "owner", url: owner.srv.URL},
+		{name: "forwarded", url: other.srv.URL},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, c.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Authorization", "Bearer "+aliceKey)
+				req.Header.Set("Mcp-Session-Id", sid)
+				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+				resp, err := hc.Do(req)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					b.Fatalf("ping: %v %v", resp, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
 }
