@@ -69,7 +69,8 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
     ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody ./upstream:FuzzSSEReader \
     ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./internal/envelope:FuzzMembers \
-    ./upstream:FuzzStdioConn; do
+    ./upstream:FuzzStdioConn \
+    ./internal/cluster:FuzzOpen ./internal/cluster:FuzzHop; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
     # deadline exceeded" right at -fuzztime, having found nothing and

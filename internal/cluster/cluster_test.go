@@ -395,9 +395,10 @@ func FuzzOpen(f *testing.F) {
 	f.Add("")
 	f.Add("AQ" + strings.Repeat("A", 80))
 	f.Fuzz(func(t *testing.T, s string) {
+		// Only tokens the key sealed open (the seeds, sealed in each
+		// fuzzing process): a fuzzer cannot forge one or alter its fields.
 		tok, err := k.Open(s, time.Now())
-		if err == nil && s != good {
-			// Only tokens we sealed open: a fuzzer cannot forge one.
+		if err == nil && (tok.Owner != "10.1.2.3:8080" || tok.Local != "sdk-id" || tok.Boot != 42) {
 			t.Fatalf("opened %q: %+v", s, tok)
 		}
 	})
