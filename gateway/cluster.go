@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/authn"
@@ -337,4 +339,24 @@ func (g *Gateway) rotateCluster(cfg, running *config.Config) error {
 	g.cluster.SetKeys(keys)
 	g.log.Info("cluster secrets rotated", zap.Int("accepted", 1+len(previous)))
 	return nil
+}
+
+// openClusterStore opens the shared store of c, nil without one (it
+// connects on first use).
+func openClusterStore(c *config.Cluster) (*cluster.RedisStore, error) {
+	if !c.Enabled() || c.Store == "" {
+		return nil, nil
+	}
+	return cluster.OpenStore(c.Store)
+}
+
+// closeStore checks that the shared store answers (a warning when not:
+// nothing needs it to serve yet) and returns what closes it at Close.
+func (g *Gateway) closeStore(ctx context.Context) func() {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := g.store.Ping(pctx); err != nil {
+		g.log.Warn("the cluster store does not answer", zap.Error(err))
+	}
+	return func() { g.store.Close() }
 }

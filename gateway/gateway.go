@@ -132,8 +132,10 @@ type Gateway struct {
 	// clients are the downstream HTTP sessions, by principal (clients.go).
 	clients clients
 	// cluster is this replica's node in cluster mode, nil otherwise
-	// (cluster.go); fixed at New.
+	// (cluster.go); fixed at New. store is the store replicas share
+	// (gateway.cluster.store), nil without one.
 	cluster *cluster.Node
+	store   *cluster.RedisStore
 }
 
 // New builds a Gateway for cfg, which must be valid (config.Load validates).
@@ -168,6 +170,9 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	}
 	g.clients.wake = make(chan struct{}, 1)
 	if g.cluster, err = newClusterNode(&cfg.Gateway, o.Logger); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.store, err = openClusterStore(&cfg.Gateway.Cluster); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if g.cluster != nil {
@@ -278,6 +283,9 @@ func (g *Gateway) Start(ctx context.Context) {
 	g.life.Go(g.sweepIdle)
 	if g.cluster != nil {
 		g.life.Go(g.cluster.Run)
+	}
+	if g.store != nil {
+		g.life.Defer(g.closeStore(ctx))
 	}
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
