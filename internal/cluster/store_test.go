@@ -50,7 +50,6 @@ func startRedis(t *testing.T) string {
 	return ""
 }
 
-
 // TestRedisStore: what one replica stores, another reads; values expire;
 // counters add across replicas and expire with their window.
 func TestRedisStore(t *testing.T) {
