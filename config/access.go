@@ -67,6 +67,9 @@ type APIKey struct {
 	// Key is the token itself (at least MinAPIKeyLength characters), usually "${VAR}". It is
 	// hashed when loaded and never logged.
 	Key string
+	// KeyFile (key "keyFile") names a file holding the key instead (a Kubernetes Secret
+	// volume, say); the loader reads it into Key. Set at most one of the two.
+	KeyFile string
 	// KeyHash (key "keyHash") is "sha256:<hex>" of the token, so the file holds no secret.
 	KeyHash string
 	// Groups are the principal's groups, for rules naming "group:<name>".
@@ -89,6 +92,9 @@ type JWT struct {
 	PublicKeyFile string
 	// Secret is an HMAC key (HS256/384/512) of at least 32 bytes, usually "${VAR}".
 	Secret string
+	// SecretFile (key "secretFile") names a file holding Secret instead; the loader reads it
+	// into Secret. Set at most one of the two.
+	SecretFile string
 	// Algorithms (key "algorithms") restricts the accepted "alg" values; empty means those of
 	// the key source. "none" is never accepted.
 	Algorithms []string
@@ -112,6 +118,9 @@ type OIDC struct {
 	// ClientSecret (key "clientSecret") authenticates a confidential client (HTTP Basic at the
 	// token endpoint); empty for a public client, which PKCE protects.
 	ClientSecret string
+	// ClientSecretFile (key "clientSecretFile") names a file holding ClientSecret instead;
+	// the loader reads it into ClientSecret. Set at most one of the two.
+	ClientSecretFile string
 	// Scopes are requested; default ["openid"].
 	Scopes []string
 	// RedirectURL (key "redirectURL") is the console's callback as the browser reaches it,
@@ -185,6 +194,7 @@ func jwtFields(j *JWT) []field {
 		{name: "publicKey", ptr: &j.PublicKey},
 		{name: "publicKeyFile", ptr: &j.PublicKeyFile},
 		{name: "secret", ptr: &j.Secret},
+		{name: "secretFile", ptr: &j.SecretFile},
 		{name: "algorithms", ptr: &j.Algorithms},
 		{name: "principalClaim", ptr: &j.PrincipalClaim},
 		{name: "groupsClaim", ptr: &j.GroupsClaim},
@@ -192,10 +202,16 @@ func jwtFields(j *JWT) []field {
 		{name: "oidc", sub: []field{
 			{name: "clientID", ptr: &j.OIDC.ClientID},
 			{name: "clientSecret", ptr: &j.OIDC.ClientSecret},
+			{name: "clientSecretFile", ptr: &j.OIDC.ClientSecretFile},
 			{name: "scopes", ptr: &j.OIDC.Scopes},
 			{name: "redirectURL", ptr: &j.OIDC.RedirectURL},
 		}},
 	}
+}
+
+// policyFields describes the policy section; its rules are decoded by rule.
+func policyFields(p *Policy) []field {
+	return []field{{name: "default", ptr: &p.Default}, {name: "rules"}}
 }
 
 func matchFields(m *Match) []field {
@@ -229,15 +245,19 @@ func (d *decoder) auth(key string, v any, a *Auth) {
 				d.section(ik, []field{
 					{name: "name", ptr: &ak.Name},
 					{name: "key", ptr: &ak.Key},
+					{name: "keyFile", ptr: &ak.KeyFile},
 					{name: "keyHash", ptr: &ak.KeyHash},
 					{name: "groups", ptr: &ak.Groups},
 				}, e)
+				d.secretFile(ik, "key", ak.KeyFile, &ak.Key)
 				a.APIKeys = append(a.APIKeys, ak)
 			})
 		case "jwt":
 			if e != nil {
 				a.JWT = &JWT{}
 				d.section(joinKey(key, k), jwtFields(a.JWT), e)
+				d.secretFile(joinKey(key, k), "secret", a.JWT.SecretFile, &a.JWT.Secret)
+				d.secretFile(joinKey(key, k)+".oidc", "clientSecret", a.JWT.OIDC.ClientSecretFile, &a.JWT.OIDC.ClientSecret)
 			}
 		default:
 			rest[k] = e
@@ -263,7 +283,7 @@ func (d *decoder) policy(key string, v any) *Policy {
 			p.Rules = append(p.Rules, d.rule(rk, e))
 		})
 	}
-	d.section(key, []field{{name: "default", ptr: &p.Default}, {name: "rules"}}, rest)
+	d.section(key, policyFields(p), rest)
 	return p
 }
 
@@ -305,6 +325,9 @@ func (d *decoder) mapping(key string, v any) (map[string]any, bool) {
 	if !ok && v != nil {
 		d.fail(key, "must be a mapping of keys to values")
 	}
+	if name := envOnly(m); name != "" {
+		d.setBy(key, name) // the environment made this section: blame it for what it lacks
+	}
 	return m, ok
 }
 
@@ -336,12 +359,14 @@ func (v *validator) auth(a *Auth) {
 		switch {
 		case v.failed[key+".key"] || v.failed[key+".keyHash"]:
 			continue // reported already (an unset variable, say)
+		case v.failed[key+".keyFile"]:
+			continue
 		case (k.Key == "") == (k.KeyHash == ""):
-			v.add(key, "set exactly one of key and keyHash")
+			v.add(key, "set exactly one of key and keyHash (or keyFile instead of key)")
 			continue
 		case k.Key != "":
 			if len(k.Key) < MinAPIKeyLength {
-				v.add(key+".key", fmt.Sprintf("too short: an API key needs at least %d characters", MinAPIKeyLength))
+				v.add(key+"."+secretKey("key", k.KeyFile), fmt.Sprintf("too short: an API key needs at least %d characters", MinAPIKeyLength))
 				continue
 			}
 			hash = HashAPIKey(k.Key)
@@ -395,7 +420,7 @@ func (v *validator) jwt(a *Auth) {
 			sources++
 		}
 	}
-	if sources != 1 {
+	if sources != 1 && !v.failed["auth.jwt.secretFile"] {
 		v.add("auth.jwt", "set exactly one key source: jwksURL, publicKey, publicKeyFile or secret")
 	}
 	if j.Issuer == "" {
@@ -411,7 +436,7 @@ func (v *validator) jwt(a *Auth) {
 		v.checkFile("auth.jwt.publicKeyFile", j.PublicKeyFile)
 	}
 	if j.Secret != "" && len(j.Secret) < 32 {
-		v.add("auth.jwt.secret", "too short: an HMAC secret needs at least 32 bytes")
+		v.add("auth.jwt."+secretKey("secret", j.SecretFile), "too short: an HMAC secret needs at least 32 bytes")
 	}
 	for i, alg := range j.Algorithms {
 		if !slices.Contains(JWTAlgorithms, alg) {

@@ -121,3 +121,19 @@ func (v *validator) cluster(c *Cluster) {
 		v.add(key+".maxSessionAge", "must not be negative")
 	}
 }
+
+// fileStores refuses, in cluster mode, the sections that keep state in a
+// file of their own: each replica would keep its own copy, and a principal's
+// tokens or a server's pins would depend on the replica a request lands on.
+func (v *validator) fileStores(g *Gateway) {
+	if !g.Cluster.Enabled() {
+		return
+	}
+	const msg = "a file-backed store is per replica: cluster mode (gateway.cluster) needs state every replica shares"
+	if g.TokenStore.File != "" {
+		v.add("gateway.tokenStore.file", msg)
+	}
+	if g.Pinning.File != "" {
+		v.add("gateway.pinning.file", msg)
+	}
+}

@@ -67,6 +67,12 @@ func TestClusterConfig(t *testing.T) {
 		{name: "settings without a secret", cluster: `{advertise: "10.1.2.3:8080"}`, want: []wantErr{
 			{"m.yaml", "gateway.cluster.secret", "needs a secret"},
 		}},
+		{name: "file-backed token store and pins", cluster: `{secret: ` + secret + `, advertise: "10.1.2.3:8080"}
+  tokenStore: {file: /var/lib/manifold/tokens, secret: token-store-secret-0123456789abcdef}
+  pinning: {file: /var/lib/manifold/pins.json}`, want: []wantErr{
+			{"m.yaml", "gateway.pinning.file", "a file-backed store is per replica"},
+			{"m.yaml", "gateway.tokenStore.file", "a file-backed store is per replica"},
+		}},
 		{name: "typo", cluster: `{secret: ` + secret + `, advertise: "10.1.2.3:8080", advertize: x}`, want: []wantErr{
 			{"m.yaml", "gateway.cluster.advertize", "unknown key"},
 		}},

@@ -1,23 +1,29 @@
 // Package config holds Manifold's typed gateway configuration: loading it from a YAML or JSON
-// file (or the embedded default), expanding ${VAR} references, applying MANIFOLD_GATEWAY__…
-// environment overrides, and validating it strictly, reporting every problem at once with the
-// file and key it comes from.
+// file (or the embedded default), expanding ${VAR} references, applying MANIFOLD_<SECTION>__…
+// environment overrides and secret files, and validating it strictly, reporting every problem
+// at once with the file and key it comes from.
+//
+// koanf (github.com/knadh/koanf/v2) reads the file and merges the overrides over it
+// (layers.go); a strict decoder then walks the merged tree with one field table per section
+// (decode.go), so unknown keys are errors and defaults stay typed.
 //
 // The upstream servers use the mcpServers shape of Claude Desktop, Claude Code and Cursor, so a
 // host's existing file loads unchanged: keys that hosts keep for themselves are ignored (logged
 // at debug), while unknown keys in the gateway's own sections are errors. REFERENCE.md in this
 // folder documents every key.
 //
-// Environment overrides: a variable MANIFOLD_<SEG>__<SEG>… (double underscore between levels)
-// sets a key of the gateway section, matched case-insensitively, and beats the file:
+// Environment overrides: a variable MANIFOLD_<SECTION>__<KEY>… (double underscore between
+// levels) sets a key of any section, matched case-insensitively against the keys and against
+// the server names the file uses, and beats the file:
 //
-//	MANIFOLD_GATEWAY__LISTEN=0.0.0.0:9000        gateway.listen
-//	MANIFOLD_GATEWAY__INSECURE=true              gateway.insecure
-//	MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS=10     gateway.limits.maxSessions
-//	MANIFOLD_GATEWAY__ALLOWEDHOSTS=a.test,b.test gateway.allowedHosts (comma-separated list)
+//	MANIFOLD_GATEWAY__LISTEN=0.0.0.0:9000                gateway.listen
+//	MANIFOLD_GATEWAY__LIMITS__MAXSESSIONS=10             gateway.limits.maxSessions
+//	MANIFOLD_GATEWAY__ALLOWEDHOSTS=a.test,b.test         gateway.allowedHosts (comma-separated)
+//	MANIFOLD_MCPSERVERS__EVERYTHING__URL=https://e.test  mcpServers.everything.url
+//	MANIFOLD_AUTH__JWT__ISSUER=https://idp.test          auth.jwt.issuer
 //
 // Variables without "__" (such as MANIFOLD_BINARY) are not overrides. An override naming no
-// known key is an error whose source is "environment".
+// known key is an error whose source is "environment"; override values are used literally.
 //
 // Everything here is safe for concurrent use: loading shares no state, and a loaded *Config is
 // meant to be treated as an immutable snapshot.
@@ -92,6 +98,13 @@ type Config struct {
 	Audit *Audit
 	// Telemetry configures traces and metrics (key "telemetry"); the zero value means none.
 	Telemetry Telemetry
+	// Plugins are the hook plugins (key "plugins"), in the file's order; see Plugin.
+	Plugins []Plugin
+	// Toolsets are the named subsets of the catalog served on their own endpoints (key
+	// "toolsets"), by name.
+	Toolsets map[string]Toolset
+	// RateLimits are the call rate limits (key "rateLimits"), in order; see RateLimit.
+	RateLimits []RateLimit
 	// Source is the path the config was loaded from, or DefaultSource. It is not read from the
 	// file; errors from Validate name it.
 	Source string
@@ -148,6 +161,20 @@ type Server struct {
 	// the gateway serves the others meanwhile. Changing it on reload does not restart the
 	// server.
 	Required bool
+	// Tools and Prompts (keys "tools", "prompts") reshape the server's tools and prompts, by the
+	// upstream's own name (see Override). A change applies on reload without restarting the
+	// server.
+	Tools   map[string]Override
+	Prompts map[string]Override
+	// Auth (key "auth") is how the gateway authenticates to this http or sse server (see
+	// UpstreamAuth); the zero value means its static headers only.
+	Auth UpstreamAuth
+	// Lists (key "lists") is ListsShared (empty means shared) or ListsPerClient: each
+	// client's lists of the server come from its own upstream session (needs per-client
+	// sessions).
+	Lists string
+	// Pinning (key "pinning") overrides gateway.pinning for this server.
+	Pinning ServerPinning
 }
 
 // SessionMode returns the server's effective session mode: Session when set, else
@@ -212,6 +239,12 @@ type Gateway struct {
 	Log      Log
 	// Cluster (key "cluster") turns on cluster mode; see Cluster.
 	Cluster Cluster
+	// Discovery (key "discovery") chooses full or progressive tool discovery.
+	Discovery Discovery
+	// TokenStore (key "tokenStore") keeps per-principal upstream tokens; see TokenStore.
+	TokenStore TokenStore
+	// Pinning (key "pinning") pins tool and prompt definitions; see Pinning.
+	Pinning Pinning
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");
@@ -289,6 +322,9 @@ func (c *Config) ApplyDefaults() {
 		c.Audit.applyDefaults()
 	}
 	c.Telemetry.applyDefaults()
+	for i := range c.Plugins {
+		c.Plugins[i].applyDefaults()
+	}
 	for name, s := range c.Servers {
 		s.Name = name
 		if s.Type == "" {

@@ -28,7 +28,11 @@ type decoder struct {
 }
 
 func (d *decoder) fail(key, msg string) {
-	d.errs = append(d.errs, &FieldError{Source: d.source, Key: key, Msg: msg})
+	if name, ok := d.origins[key]; ok { // an environment override set it: blame the variable
+		d.errs = append(d.errs, &FieldError{Source: envSource, Key: name, Msg: msg})
+	} else {
+		d.errs = append(d.errs, &FieldError{Source: d.source, Key: key, Msg: msg})
+	}
 	if d.failed == nil {
 		d.failed = make(map[string]bool)
 	}
@@ -47,10 +51,13 @@ type field struct {
 	// *time.Duration, *[]string or *map[string]string. Nil for a section.
 	ptr any
 	sub []field
+	// each describes the entries of a mapping of names to sections (mcpServers), for
+	// environment overrides (envSchema); the decoder has its own code for such mappings.
+	each []field
 }
 
 // gatewayFields describes the gateway section with destinations in g. It is the single list of
-// gateway keys, used for the file and for MANIFOLD_GATEWAY__… overrides alike.
+// gateway keys, used for the file and for MANIFOLD_GATEWAY__… overrides alike (envSchema).
 func gatewayFields(g *Gateway) []field {
 	return []field{
 		{name: "listen", ptr: &g.Listen},
@@ -81,11 +88,14 @@ func gatewayFields(g *Gateway) []field {
 			{name: "initial", ptr: &g.Backoff.Initial},
 			{name: "max", ptr: &g.Backoff.Max},
 		}},
+		{name: "discovery", sub: discoveryFields(&g.Discovery)},
+		{name: "pinning", sub: pinningFields(&g.Pinning)},
 		{name: "log", sub: []field{
 			{name: "level", ptr: &g.Log.Level},
 			{name: "format", ptr: &g.Log.Format},
 		}},
 		{name: "cluster", sub: clusterFields(&g.Cluster)},
+		{name: "tokenStore", sub: tokenStoreFields(&g.TokenStore)},
 	}
 }
 
@@ -124,6 +134,9 @@ func (d *decoder) value(key string, ptr, v any) {
 // a list, or the values of a mapping. Problems are reported under the exact key.
 func (d *decoder) expand(key string, v any) (any, bool) {
 	switch v := v.(type) {
+	case envValue: // taken literally: ${VAR} expands in files only
+		d.setBy(key, v.Var)
+		return v.Value, true
 	case string:
 		s, msg := expand(v, d.lookup)
 		if msg != "" {

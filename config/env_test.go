@@ -72,7 +72,7 @@ func TestEnvOverrides(t *testing.T) {
 				{"environment", "MANIFOLD_GATEWAY__LIMITS", "names the section gateway.limits"},
 				{"environment", "MANIFOLD_GATEWAY__LIMITS__MAXSESIONS", "unknown key"},
 				{"environment", "MANIFOLD_GATEWAY__LISTEN__HOST", "unknown key"},
-				{"environment", "MANIFOLD_MCPSERVERS__A__URL", "only gateway keys"},
+				{"environment", "MANIFOLD_MCPSERVERS__A__URL", "no server in the file is named"},
 			},
 		},
 		{

@@ -26,6 +26,9 @@ func FuzzParse(f *testing.F) {
 		"audit: {file: /nonexistent/dir/a.jsonl, maxSizeMB: 0}\ntelemetry: {metrics: {listen: \":9464\"}}",
 		"telemetry: {traces: {endpoint: \"http://127.0.0.1:4318\", protocol: grpc, sampleRatio: .nan, headers: {A: \"${T}\"}}}",
 		`{"telemetry": {"traces": {"sampleRatio": "0.5"}, "metrics": null}, "audit": null, "plugins": {}}`,
+		"mcpServers: {a: {command: x, tools: {echo: {rename: say, description: d, appendDescription: e, annotations: {readOnlyHint: true, title: t}}, b: {hide: true}}, prompts: {p: {rename: ''}}}}",
+		"mcpServers: {a: {command: x, tools: {x: {rename: y}, y: {rename: y}, z: null}}}\ntoolsets: {dev: {servers: [a, b], tools: ['!*__d*', a__d1], prompts: [], resources: null}, 'x/y': [], '': {}}",
+		"gateway: {pinning: {mode: block, file: p.json, newTools: hold}}\nrateLimits: [{principals: [\"group:a\"], tools: [\"*\"], rate: 5/s, burst: 5}, {servers: [x], scope: global, maxConcurrent: 8}]",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -47,6 +50,31 @@ func FuzzParse(f *testing.F) {
 			for _, s := range cfg.Enabled() {
 				_ = s.Namespace()
 			}
+		}
+	})
+}
+
+// FuzzEnvOverride feeds arbitrary variable names and values to the override resolver over a
+// file with dotted and mixed-case server names. Parse must never panic, and every failure must
+// be reported as field errors.
+func FuzzEnvOverride(f *testing.F) {
+	for _, s := range [][2]string{
+		{"MANIFOLD_GATEWAY__LISTEN", "127.0.0.1:1"},
+		{"MANIFOLD_GATEWAY__LISTNE", "x"},
+		{"MANIFOLD_MCPSERVERS__ACME.SEARCH__HEADERS__X", "${Y}"},
+		{"MANIFOLD_MCPSERVERS__everything__ARGS", "a,,b"},
+		{"MANIFOLD_AUTH__APIKEYS__0__KEY", "k"},
+		{"MANIFOLD_AUDIT__STDOUT", "true"},
+		{"MANIFOLD___", ""},
+		{"MANIFOLD_TELEMETRY__TRACES__SAMPLERATIO", "NaN"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	doc := []byte("mcpServers: {Everything: {command: x}, acme.search: {url: \"https://a.test\", headers: {X: y}}}\naudit: {stdout: true}\n")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		_, err := Parse(doc, FormatYAML, "fuzz", testOpts(nil, name+"="+value))
+		if err != nil && len(FieldErrors(err)) == 0 {
+			t.Fatalf("error is not a field error: %v", err)
 		}
 	})
 }

@@ -4,17 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 
 	koanfjson "github.com/knadh/koanf/parsers/json"
 	koanfyaml "github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/rawbytes"
 	"go.uber.org/zap"
 )
 
@@ -48,8 +47,8 @@ var defaultYAML []byte
 type LoadOptions struct {
 	// LookupEnv resolves ${VAR} references; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
-	// Environ lists the "NAME=value" variables scanned for MANIFOLD_GATEWAY__… overrides; nil
-	// means os.Environ(). Pass an empty non-nil slice for no overrides.
+	// Environ lists the "NAME=value" variables scanned for MANIFOLD_<SECTION>__… overrides;
+	// nil means os.Environ(). Pass an empty non-nil slice for no overrides.
 	Environ []string
 	// Logger receives debug records of ignored keys (never values); nil means no logging.
 	Logger *zap.Logger
@@ -67,11 +66,7 @@ func Load(path string, opts *LoadOptions) (*Config, error) {
 	default:
 		return nil, fmt.Errorf("config: %s: unknown file extension: want .yaml, .yml or .json", path)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	return Parse(data, format, path, opts)
+	return load(file.Provider(path), format, path, opts)
 }
 
 // Default returns the embedded default config (YAML): two demo upstreams served by the
@@ -89,60 +84,41 @@ func LoadDefault(opts *LoadOptions) (*Config, error) {
 
 // Parse decodes a config document in format (FormatYAML or FormatJSON; JSON may carry // and
 // /* */ comments and trailing commas, as VS Code's files do), applies defaults, ${VAR}
-// expansion and MANIFOLD_GATEWAY__… overrides, and validates the result. source names the
-// document in errors, usually its path. On failure the error joins one *FieldError per problem,
-// sorted (see FieldErrors); the config is returned only when it is valid.
+// expansion, secret files and MANIFOLD_<SECTION>__… overrides, and validates the result.
+// source names the document in errors, usually its path. On failure the error joins one
+// *FieldError per problem, sorted (see FieldErrors); the config is returned only when it is
+// valid.
 func Parse(data []byte, format, source string, opts *LoadOptions) (*Config, error) {
-	var o LoadOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.LookupEnv == nil {
-		o.LookupEnv = os.LookupEnv
-	}
-	if o.Environ == nil {
-		o.Environ = os.Environ()
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-
-	doc, err := parseDocument(data, format)
-	if err != nil {
-		if errors.Is(err, ErrUnknownFormat) {
-			return nil, err
-		}
-		return nil, &FieldError{Source: source, Msg: err.Error()}
-	}
-
-	d := &decoder{source: source, lookup: o.LookupEnv, log: o.Logger.Named("config")}
-	sum := sha256.Sum256(data)
-	cfg := &Config{Source: source, Gateway: DefaultGateway(), Hash: "sha256:" + hex.EncodeToString(sum[:])}
-	d.document(doc, cfg)
-	cfg.Auth.applyDefaults()
-	origins := applyEnv(o.Environ, &cfg.Gateway, &d.errs)
-	maps.Copy(origins, d.origins)
-	errs := append(d.errs, cfg.validate(origins, d.failed)...)
-	if err := joinErrors(errs); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return load(rawbytes.Provider(data), format, source, opts)
 }
 
 // ErrUnknownFormat is returned by Parse for a format other than FormatYAML and FormatJSON (a
 // caller's mistake rather than a problem in the document).
 var ErrUnknownFormat = errors.New("config: unknown format: want yaml or json")
 
-// parseDocument parses data into its top-level mapping; nil for an empty YAML document.
-func parseDocument(data []byte, format string) (doc map[string]any, err error) {
+// docParser is the koanf.Parser of config documents: koanf's YAML and JSON parsers, plus JSONC
+// and a byte order mark in JSON, messages that say where the problem is, and the document's
+// hash for Config.Hash. One docParser serves one load.
+type docParser struct {
+	format, source string
+	sum            [sha256.Size]byte
+}
+
+// Unmarshal parses data into its top-level mapping; nil for an empty YAML document. Errors
+// are *FieldError naming the source.
+func (p *docParser) Unmarshal(data []byte) (doc map[string]any, err error) {
+	p.sum = sha256.Sum256(data)
 	// The parsers are third-party code fed untrusted input: never let a bug in them take the
 	// gateway down during a reload.
 	defer func() {
 		if r := recover(); r != nil {
-			doc, err = nil, fmt.Errorf("invalid %s: the parser failed on this document", strings.ToUpper(format))
+			doc, err = nil, fmt.Errorf("invalid %s: the parser failed on this document", strings.ToUpper(p.format))
+		}
+		if err != nil {
+			err = &FieldError{Source: p.source, Msg: err.Error()}
 		}
 	}()
-	switch format {
+	switch p.format {
 	case FormatYAML:
 		doc, err = koanfyaml.Parser().Unmarshal(data)
 		if err != nil {
@@ -154,10 +130,13 @@ func parseDocument(data []byte, format string) (doc map[string]any, err error) {
 		if err != nil {
 			return nil, jsonError(data, err)
 		}
-	default:
-		return nil, fmt.Errorf("%w (got %q)", ErrUnknownFormat, format)
 	}
 	return doc, nil
+}
+
+// Marshal is not supported: configs are only read.
+func (p *docParser) Marshal(map[string]any) ([]byte, error) {
+	return nil, errors.New("config: writing a config is not supported")
 }
 
 const notMapping = "the document must be a mapping (object) of keys at the top level"
@@ -197,8 +176,8 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// document decodes the top level: the servers, the gateway's own sections, the reserved
-// plugins section (an error) and host settings (ignored).
+// document decodes the top level: the servers, the gateway's own sections and host settings
+// (ignored).
 func (d *decoder) document(doc map[string]any, cfg *Config) {
 	cfg.ServersKey = keyServers
 	if _, ok := doc[keyServers]; !ok {
@@ -220,8 +199,12 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 			cfg.Audit = d.audit(k, doc[k])
 		case keyTelemetry:
 			d.telemetry(k, doc[k], &cfg.Telemetry)
+		case keyToolsets:
+			cfg.Toolsets = d.toolsets(k, doc[k])
+		case keyRateLimits:
+			cfg.RateLimits = d.rateLimits(k, doc[k])
 		case keyPlugins:
-			d.fail(k, "not supported yet in this version: remove it, it would not be enforced")
+			cfg.Plugins = d.plugins(k, doc[k])
 		default:
 			if msg := topLevelTypo(k); msg != "" {
 				d.fail(joinKey("", k), msg)
@@ -236,7 +219,7 @@ func (d *decoder) document(doc map[string]any, cfg *Config) {
 // misspelling of one of ours (which would otherwise drop a whole section silently), else "".
 func topLevelTypo(k string) string {
 	lower := strings.ToLower(k)
-	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, keyAudit, keyTelemetry, keyPlugins} {
+	for _, name := range []string{keyServers, keyGateway, keyAuth, keyPolicy, keyAudit, keyTelemetry, keyPlugins, keyToolsets, keyRateLimits} {
 		near := len(name) >= 7 && editDistance(lower, strings.ToLower(name)) <= 2
 		if strings.EqualFold(k, name) || near {
 			return fmt.Sprintf("unknown key (did you mean %q?)", name)

@@ -76,6 +76,9 @@ type Audit struct {
 	// Empty: the MANIFOLD_AUDIT_HASH_KEY environment variable, else a random key per process
 	// (hashes then cannot be compared across restarts).
 	HashKey string
+	// HashKeyFile (key "hashKeyFile") names a file holding HashKey instead (a Kubernetes
+	// Secret volume, say); the loader reads it into HashKey. Set at most one of the two.
+	HashKeyFile string
 	// Redact lists glob patterns ('*' any run, '?' one character) matched case-insensitively
 	// against argument key names at any depth. A matching key's value is recorded as
 	// "[REDACTED]" in full mode and replaced the same way before hashing in hashed mode.
@@ -159,16 +162,8 @@ func (d *decoder) audit(key string, v any) *Audit {
 	a := &Audit{}
 	a.applyDefaults() // keys written explicitly overwrite the defaults, and must be valid
 	var file *string
-	d.section(key, []field{
-		{name: "file", ptr: &file},
-		{name: "stdout", ptr: &a.Stdout},
-		{name: "arguments", ptr: &a.Arguments},
-		{name: "hashKey", ptr: &a.HashKey},
-		{name: "redact", ptr: &a.Redact},
-		{name: "maxSizeMB", ptr: &a.MaxSizeMB},
-		{name: "maxBackups", ptr: &a.MaxBackups},
-		{name: "buffer", ptr: &a.Buffer},
-	}, m)
+	d.section(key, auditFields(a, &file), m)
+	d.secretFile(key, "hashKey", a.HashKeyFile, &a.HashKey)
 	if file != nil {
 		if *file == "" {
 			d.fail(joinKey(key, "file"), "must not be empty: remove the key to write no file")
@@ -176,6 +171,35 @@ func (d *decoder) audit(key string, v any) *Audit {
 		a.File = *file
 	}
 	return a
+}
+
+// auditFields describes the audit section; file receives the file key, whose null and ""
+// differ from absent.
+func auditFields(a *Audit, file **string) []field {
+	return []field{
+		{name: "file", ptr: file},
+		{name: "stdout", ptr: &a.Stdout},
+		{name: "arguments", ptr: &a.Arguments},
+		{name: "hashKey", ptr: &a.HashKey},
+		{name: "hashKeyFile", ptr: &a.HashKeyFile},
+		{name: "redact", ptr: &a.Redact},
+		{name: "maxSizeMB", ptr: &a.MaxSizeMB},
+		{name: "maxBackups", ptr: &a.MaxBackups},
+		{name: "buffer", ptr: &a.Buffer},
+	}
+}
+
+func tracesFields(t *Traces) []field {
+	return []field{
+		{name: "endpoint", ptr: &t.Endpoint},
+		{name: "protocol", ptr: &t.Protocol},
+		{name: "sampleRatio", ptr: &t.SampleRatio},
+		{name: "headers", ptr: &t.Headers},
+	}
+}
+
+func metricsFields(m *Metrics) []field {
+	return []field{{name: "listen", ptr: &m.Listen}}
 }
 
 // telemetry decodes the telemetry section into t, resolving the trace endpoint and protocol
@@ -190,16 +214,11 @@ func (d *decoder) telemetry(key string, v any, t *Telemetry) {
 		switch {
 		case k == "traces" && e != nil:
 			t.Traces = &Traces{}
-			d.section(joinKey(key, k), []field{
-				{name: "endpoint", ptr: &t.Traces.Endpoint},
-				{name: "protocol", ptr: &t.Traces.Protocol},
-				{name: "sampleRatio", ptr: &t.Traces.SampleRatio},
-				{name: "headers", ptr: &t.Traces.Headers},
-			}, e)
+			d.section(joinKey(key, k), tracesFields(t.Traces), e)
 			d.tracesFromEnv(joinKey(key, k), t.Traces)
 		case k == "metrics" && e != nil:
 			t.Metrics = &Metrics{Listen: defaultMetricsListen}
-			d.section(joinKey(key, k), []field{{name: "listen", ptr: &t.Metrics.Listen}}, e)
+			d.section(joinKey(key, k), metricsFields(t.Metrics), e)
 		case k != "traces" && k != "metrics":
 			rest[k] = e
 		}
@@ -266,7 +285,7 @@ func (v *validator) audit(a *Audit) {
 		v.add(key+".arguments", "must be full, hashed or none")
 	}
 	if a.HashKey != "" && len(a.HashKey) < MinAuditHashKeyLength {
-		v.add(key+".hashKey", fmt.Sprintf("too short: a hash key needs at least %d bytes (such as the output of openssl rand -hex 32)", MinAuditHashKeyLength))
+		v.add(key+"."+secretKey("hashKey", a.HashKeyFile), fmt.Sprintf("too short: a hash key needs at least %d bytes (such as the output of openssl rand -hex 32)", MinAuditHashKeyLength))
 	}
 	for i, p := range a.Redact {
 		if strings.TrimSpace(p) == "" {

@@ -53,6 +53,11 @@ func serverFields(s *Server, a *serverAliases) []field {
 		{name: "maxConcurrency", ptr: &s.MaxConcurrency},
 		{name: "disabled", ptr: &s.Disabled},
 		{name: "required", ptr: &s.Required},
+		{name: "tools"},
+		{name: "prompts"},
+		{name: "auth", sub: upstreamAuthFields(&s.Auth)},
+		{name: "lists", ptr: &s.Lists},
+		{name: "pinning", sub: serverPinningFields(&s.Pinning)},
 		{name: "transportType", ptr: &a.transportType},
 		{name: "httpUrl", ptr: &a.httpURL},
 		{name: "serverUrl", ptr: &a.serverURL},
@@ -96,6 +101,8 @@ func (d *decoder) server(key, name string, v any) (Server, bool) {
 			d.ignore(joinKey(key, k), "kept by host apps for themselves")
 		case unsupportedKey(k) != "":
 			d.fail(joinKey(key, k), unsupportedKey(k))
+		case k == "tools" || k == "prompts":
+			d.serverOverrides(joinKey(key, k), &s, k == "tools", m[k])
 		default:
 			own[k] = m[k] // unknown keys are reported by section
 		}

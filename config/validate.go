@@ -43,6 +43,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 	v := &validator{source: c.Source, origins: origins, failed: failed}
 	v.gateway(&c.Gateway, c.Auth.Enabled())
 	v.auth(&c.Auth)
+	v.tokenStore(c.Gateway.TokenStore)
 	if c.Policy != nil {
 		v.policy(c.Policy)
 	}
@@ -50,10 +51,13 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 		v.audit(c.Audit)
 	}
 	v.telemetry(&c.Telemetry, &c.Gateway)
+	v.plugins(c.Plugins)
 	section := c.ServersKey
 	if section == "" {
 		section = keyServers
 	}
+	v.catalog(c, section)
+	v.traffic(c, section)
 	names := make([]string, 0, len(c.Servers))
 	for name := range c.Servers {
 		names = append(names, name)
@@ -64,6 +68,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 		s := c.Servers[name]
 		key := joinKey(section, name)
 		v.server(key, name, s)
+		v.upstreamAuth(key, s, s.Type, c.Auth.JWT != nil)
 		if s.Disabled || v.failed[joinKey(key, "prefix")] {
 			continue
 		}
@@ -189,6 +194,7 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 	if g.MaxToolNameLength < 16 || g.MaxToolNameLength > 1024 {
 		v.add("gateway.maxToolNameLength", "must be between 16 and 1024")
 	}
+	v.discovery(g.Discovery)
 	for i, h := range g.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/ \t\r\n@?#") {
 			v.add(fmt.Sprintf("gateway.allowedHosts[%d]", i), "must be a host or host:port, without scheme or path")
@@ -248,6 +254,7 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 		v.add("gateway.log.format", "must be json or console")
 	}
 	v.cluster(&g.Cluster)
+	v.fileStores(g)
 }
 
 // listen checks the listen address and that a non-loopback one is authenticated or

@@ -73,10 +73,41 @@ gateway:
 			},
 		},
 		{
-			name: "the reserved plugins section is refused",
-			doc:  "audit: null\ntelemetry: null\nplugins: []\n",
+			name: "every bad plugin key is named",
+			doc: `plugins:
+  - name: a
+    builtin: redact
+    command: [x]
+  - name: a
+    command: [/bin/x]
+    sha256: nothex
+    mode: enforcing
+    onError: closed
+    timeout: -1s
+    colour: red
+    match: {servers: [s], tool: [t], principals: ["group:"]}
+  - builtin: nope
+  - name: "bad name"
+  - name: c
+    command: [/bin/c]
+    config: [1]
+`,
 			want: []wantErr{
-				{"m.yaml", "plugins", "not supported yet in this version"},
+				{"m.yaml", "plugins[0]", "has both builtin and command"},
+				{"m.yaml", "plugins[1].colour", "unknown key"},
+				{"m.yaml", "plugins[1].match.principals", "names no group"},
+				{"m.yaml", "plugins[1].match.tool", "unknown key"},
+				{"m.yaml", "plugins[1].mode", "must be"},
+				{"m.yaml", "plugins[1].name", "also the name of plugins[0]"},
+				{"m.yaml", "plugins[1].onError", "must be"},
+				{"m.yaml", "plugins[1].sha256", "64 hex digits"},
+				{"m.yaml", "plugins[1].timeout", "must not be negative"},
+				{"m.yaml", "plugins[2].builtin", "unknown builtin"},
+				{"m.yaml", "plugins[2].name", "is required"},
+				{"m.yaml", "plugins[3]", "needs builtin or command"},
+				{"m.yaml", "plugins[3].name", "must be 1 to 63"},
+				{"m.yaml", "plugins[4].config", "must be a mapping"},
+				{"m.yaml", "plugins[4].sha256", "is required with command"},
 			},
 		},
 		{

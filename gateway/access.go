@@ -140,6 +140,9 @@ type view struct {
 	// servers are the servers with something in the view; nil in the view
 	// of everything (routes.all).
 	servers map[string]bool
+	// aliases are the names list_post hooks listed tools and prompts
+	// under (aliases.go); nil without such hooks.
+	aliases *aliases
 }
 
 // viewCache holds the views of one routes generation under one access
@@ -157,13 +160,19 @@ const maxCachedViews = 1024
 
 // view returns what req's principal may list.
 func (g *Gateway) view(ctx context.Context, req mcp.Request) *view {
-	r, a := g.routes.Load(), g.current().access
-	if a.policy.Unrestricted() {
+	if v, ok := g.listView(ctx, req); ok {
+		return v // a toolset's (toolsets.go)
+	}
+	r, a := g.routesOf(ctx, req, isList(req)), g.current().access
+	if a.policy.Unrestricted() && !g.listsByPlugins() {
 		return &r.all
 	}
 	pr, ok := principal(ctx, a, req)
 	if !ok {
 		return &view{}
+	}
+	if r.listedPerClient != nil && r != g.routes.Load() {
+		return filterView(r, a.policy, pr) // the session's own generation: not cached
 	}
 	return g.viewOf(r, a, pr)
 }
@@ -193,7 +202,7 @@ func (g *Gateway) viewOf(r *routes, a *access, pr *policy.Principal) *view {
 			return v.(*view)
 		}
 	}
-	v := filterView(r, a.policy, pr)
+	v := g.pluginView(r, pr, filterView(r, a.policy, pr))
 	if vc.routes == r && vc.access == a && vc.size.Add(1) <= maxCachedViews {
 		vc.views.Store(pr.Key(), v)
 	}
@@ -201,10 +210,16 @@ func (g *Gateway) viewOf(r *routes, a *access, pr *policy.Principal) *view {
 }
 
 func filterView(r *routes, p *policy.Policy, pr *policy.Principal) *view {
+	return filterIn(r, p, pr, nil)
+}
+
+// filterIn returns what pr may list of r under p (nil: everything), in
+// toolset ts (nil: the whole catalog).
+func filterIn(r *routes, p *policy.Policy, pr *policy.Principal, ts *toolset) *view {
 	v := &view{}
 	seen := map[string]bool{} // servers with something in the view
 	allowed := func(kind policy.Kind, name, server string) bool {
-		ok := p.Decide(pr, kind, name, server).Allowed
+		ok := (ts == nil || ts.allows(kind, name, server)) && (p == nil || p.Unrestricted() || p.Decide(pr, kind, name, server).Allowed)
 		if ok {
 			seen[server] = true
 		}

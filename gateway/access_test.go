@@ -86,16 +86,7 @@ func teamGatewayOpts(t *testing.T, srv *mcp.Server, edit func(*config.Config), o
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw.Start(context.Background())
-	hs := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() {
-		for ss := range gw.Server().Sessions() {
-			ss.Close()
-		}
-		hs.Close()
-		gw.Close(context.Background())
-	})
-	return gw, hs, f
+	return gw, serveGateway(t, gw), f
 }
 
 // connectAs opens a session over streamable HTTP with token at version.

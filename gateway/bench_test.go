@@ -315,7 +315,7 @@ func BenchmarkBuildRoutes(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r, _ := buildRoutes(ups, namespacing.Options{}, "")
+		r, _ := buildRoutes(ups, nil, namespacing.Options{}, "", nil)
 		if len(r.tools) != 10000 {
 			b.Fatalf("tools = %d", len(r.tools))
 		}

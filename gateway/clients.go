@@ -44,6 +44,9 @@ type client struct {
 	owner string          // sessionOwner of id; "local" while auth is off
 	id    *authn.Identity // what it was opened with; nil while auth is off
 	kind  string
+	// toolset is the toolset it was opened on ("": the whole catalog);
+	// its requests must come to that toolset's endpoint (toolsets.go).
+	toolset string
 	// cancel ends an SSE stream (the GET that carries it); nil for
 	// streamable sessions, which end by closing ss.
 	cancel context.CancelFunc
@@ -269,7 +272,7 @@ func (c *clients) count(owner string) (all, owners int) {
 // whose opening request counts as busy until settleOpened.
 func (g *Gateway) openClient(w http.ResponseWriter, r *http.Request, kind string, cancel context.CancelFunc, sid string) (*client, bool) {
 	id, _ := r.Context().Value(identityCtxKey{}).(*authn.Identity)
-	cl := &client{owner: "local", id: id, kind: kind, cancel: cancel, sid: sid}
+	cl := &client{owner: "local", id: id, kind: kind, cancel: cancel, sid: sid, toolset: toolsetName(r.Context())}
 	if id != nil {
 		cl.owner = sessionOwner(id)
 	}

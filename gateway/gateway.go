@@ -27,6 +27,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/lifecycle"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
+	"github.com/manifold-mcp/manifold/plugins"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -91,15 +92,28 @@ type Gateway struct {
 	calls sessionCalls
 	// perClient holds the upstream sessions of per-client servers.
 	perClient perClient
+	// creds are the token sources of servers with auth (upcreds.go).
+	creds upstreamCreds
+	// sessLists holds the routing generations of sessions with per-client
+	// lists (*mcp.ServerSession → *sessionRoutes); listOpens bounds the
+	// dedicated sessions opened for lists at once (sessionlists.go).
+	sessLists sync.Map
+	listOpens chan struct{}
 	server    *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
-	snap     atomic.Pointer[snapshot] // the applied config; see snapshot
-	pool     pool                     // the upstreams, by name
-	routes   atomic.Pointer[routes]
-	views    atomic.Pointer[viewCache]
-	inflight lifecycle.Gauge // requests being handled, for draining
+	snap atomic.Pointer[snapshot] // the applied config; see snapshot
+	// toolsetsSeen is set once a config with toolsets applies: before, no
+	// request can name one (toolsets.go).
+	toolsetsSeen atomic.Bool
+	notes        toolsetNotes // the toolsets' own list_changed
+	pool         pool         // the upstreams, by name
+	routes       atomic.Pointer[routes]
+	views        atomic.Pointer[viewCache]
+	inflight     lifecycle.Gauge // requests being handled, for draining
+	// search is progressive discovery's index (searchindex.go).
+	search atomic.Pointer[searchIndex]
 	// rawServed counts the calls the raw path served (rawcall.go): which
 	// path a request took, for tests and the status page.
 	rawServed atomic.Int64
@@ -114,6 +128,9 @@ type Gateway struct {
 	syncMu   sync.Mutex // serializes merge + registration
 	registry *registry
 	problems map[string]bool // last reported merge problems, to log each once
+	// lastProblems are the last merge's problems, for status.
+	lastProblems []mergeProblem
+	pinning      pinning // tool pinning's state (pinning.go)
 
 	changed chan struct{} // an upstream changed (buffered 1)
 	// life is the one owner of the gateway's run: running from Start to
@@ -136,6 +153,8 @@ type Gateway struct {
 	// (gateway.cluster.store), nil without one.
 	cluster *cluster.Node
 	store   *cluster.RedisStore
+	// plugins runs the hook plugins of the config in force (plugins.go).
+	plugins *plugins.Host
 }
 
 // New builds a Gateway for cfg, which must be valid (config.Load validates).
@@ -154,19 +173,23 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if err := CheckCatalog(cfg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	an, err := newAuthenticator(context.Background(), &cfg.Auth, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{
-		opts:     o,
-		log:      o.Logger.Named("gateway"),
-		obs:      newRecorder(o.Audit, o.Telemetry),
-		flights:  newFlights(),
-		registry: newRegistry(),
-		problems: map[string]bool{},
-		changed:  make(chan struct{}, 1),
-		life:     lifecycle.New(o.Logger.Named("gateway")),
+		listOpens: make(chan struct{}, maxListOpens),
+		opts:      o,
+		log:       o.Logger.Named("gateway"),
+		obs:       newRecorder(o.Audit, o.Telemetry),
+		flights:   newFlights(),
+		registry:  newRegistry(),
+		problems:  map[string]bool{},
+		changed:   make(chan struct{}, 1),
+		life:      lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.clients.wake = make(chan struct{}, 1)
 	if g.cluster, err = newClusterNode(&cfg.Gateway, o.Logger); err != nil {
@@ -180,6 +203,8 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 			g.bridge.signer = clusterSigner(func() [][]byte { return g.cluster.Keys().StateKeys() }, g.cluster.Self(), g.cluster.Boot())
 		})
 	}
+	g.plugins = g.newPluginHost()
+	g.toolsetsSeen.Store(len(cfg.Toolsets) > 0)
 	g.snap.Store(newSnapshot(cfg, an))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -201,13 +226,18 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	g.server = mcp.NewServer(impl, serverOpts)
 	g.serverInfo, _ = json.Marshal(impl) // plain strings: cannot fail
 	// Outermost first: recover, then cancellation by session deletion, then
-	// the session's last use (clients.go), then spans, metrics and audit,
-	// then the gateway's own interception.
+	// the session's last use (clients.go), then the call meta-tool's
+	// unwrapping (discovery.go), then spans, metrics and audit, then the
+	// gateway's own interception.
 	g.calls.watch = g.watchSession
-	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.observe, g.interceptor)
+	g.server.AddReceivingMiddleware(mcpx.Recover(g.log), g.calls.track, g.trackClient, g.unwrapCall, g.observe, g.joinToolset, g.interceptor)
 	// Resource updates reach only sessions that may read the URI now, and
 	// per-client ones their own session only.
-	g.server.AddSendingMiddleware(g.filterUpdates)
+	g.server.AddSendingMiddleware(g.filterUpdates, g.sessionNotices)
+	// A toolset's sessions hear of their toolset's changes only
+	// (toolsetnotes.go). Added last, so it is outermost: it sees a
+	// per-client notice before sessionNotices turns it into list_changed.
+	g.server.AddSendingMiddleware(g.filterListChanged)
 
 	g.pool.members = map[string]*member{}
 	for _, s := range cfg.Enabled() {
@@ -253,6 +283,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 		OnChange:        func(*upstream.Upstream) { g.notifyChanged() },
 		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},
+		Credential:      g.poolCredential(s, gw),
 	}
 }
 
@@ -279,6 +310,7 @@ func (g *Gateway) Start(ctx context.Context) {
 			g.life.Defer(m.ObserveAuditDropped(g.obs.audit.Dropped))
 		}
 	}
+	g.applyPlugins(runCtx, g.current().cfg)
 	g.life.Go(g.mergeLoop)
 	g.life.Go(g.sweepIdle)
 	if g.cluster != nil {
@@ -333,6 +365,12 @@ func (g *Gateway) Close(ctx context.Context) error {
 	// bridged calls, drains and watchers end with it), wait for every
 	// goroutine of the gateway, then stop the metric callbacks.
 	g.life.Close()
+	// The plugins stop last: the upstreams' calls in flight may still hook.
+	defer func() {
+		if err := g.plugins.Close(ctx); err != nil {
+			g.log.Warn("stopping plugins", zap.Error(err))
+		}
+	}()
 	if !started {
 		return nil
 	}
@@ -404,8 +442,12 @@ func (g *Gateway) mergeLoop(ctx context.Context) {
 func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
-	r, problems := buildRoutes(g.pool.serving(), g.current().ns, instructionsHeader)
+	snap := g.current()
+	held := g.checkPins(g.pool.serving(), snap)
+	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader, held)
+	r.listedPerClient = perClientListed(g.pool.serving())
 	g.routes.Store(r)
+	g.indexCatalog(r)
 	g.apply(r)
 	seen := make(map[string]bool, len(problems))
 	for _, p := range problems {
@@ -416,4 +458,5 @@ func (g *Gateway) merge() {
 		}
 	}
 	g.problems = seen
+	g.lastProblems = problems
 }

@@ -128,10 +128,20 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		g.inflight.Add()
 		defer g.inflight.Done()
+		if res, handled, err := g.discovered(ctx, method, req); handled {
+			return res, err
+		}
 		if res, handled, err := g.list(ctx, req); handled {
 			return res, err
 		}
 		switch method {
+		case "tools/call", "prompts/get":
+			if res, handled, err := g.aliasCall(ctx, req); handled {
+				return res, err
+			}
+			if res, ok, err := g.sessionOnlyCall(ctx, req); ok {
+				return res, err
+			}
 		case "resources/read":
 			if rr, ok := req.(*mcp.ReadResourceRequest); ok && rr.Params != nil {
 				return g.readResourceHandler(ctx, rr)

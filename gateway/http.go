@@ -25,6 +25,9 @@ const readHeaderTimeout = 10 * time.Second
 //	      or later go to the SDK's stateless handler, older ones to the
 //	      gateway's sessions (serveSessions)
 //	/sse  legacy HTTP+SSE (2024-11-05); messages are POSTed to /sse?sessionid=…
+//	/mcp/<toolset>, /sse/<toolset>
+//	      the same, for a toolset of the config (toolsets.go); 404 for
+//	      any other name
 //	/.well-known/oauth-protected-resource[/mcp]
 //	      OAuth protected resource metadata, when tokens come from an
 //	      authorization server
@@ -56,7 +59,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(prmPath, g.protectedResource)
 	mux.HandleFunc(prmPath+"/", g.protectedResource)
-	mux.Handle("/mcp", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serveMCP := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			// A drain waits for the POST itself, not only for its method
 			// handler: the transport writes the answer after the handler
@@ -69,8 +72,8 @@ func (g *Gateway) Handler() http.Handler {
 			return
 		}
 		g.serveSessions(w, r)
-	})))
-	mux.Handle("/sse", authn.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	})
+	serveSSE := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			// The stream, and with it the session, lasts as long as this
 			// request; cancel ends it early (endClient).
@@ -92,7 +95,12 @@ func (g *Gateway) Handler() http.Handler {
 			return
 		}
 		sse.ServeHTTP(w, r)
-	})))
+	})
+	mux.Handle("/mcp", authn.require(serveMCP))
+	mux.Handle("/sse", authn.require(serveSSE))
+	// The toolsets (toolsets.go): /mcp/<name> and /sse/<name>.
+	mux.Handle("/mcp/", authn.require(g.toolsetPath("/mcp/", serveMCP)))
+	mux.Handle("/sse/", authn.require(g.toolsetPath("/sse/", serveSSE)))
 	mux.HandleFunc(healthzPath, g.serveHealthz)
 	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))

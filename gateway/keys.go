@@ -24,4 +24,7 @@ const (
 	keyHash    = "hash"
 	keyKey     = "key"
 	keyStack   = "stack"
+
+	keyPinFile = "pinFile" // pinning.go
+	keyOutcome = "outcome"
 )

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/pins"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,8 +25,10 @@ func (p mergeProblem) String() string {
 }
 
 // buildRoutes merges the catalogs of ups (sorted by name) into one routing
-// generation. It is pure apart from reading each upstream's Catalog.
-func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header string) (*routes, []mergeProblem) {
+// generation, leaving out the items pinning holds (pinning.go), with the
+// overrides of servers (the config's mcpServers; nil: none) applied next
+// (overrides.go). It is pure apart from reading each upstream's Catalog.
+func buildRoutes(ups []*upstream.Upstream, servers map[string]config.Server, opts namespacing.Options, header string, held map[heldKey]bool) (*routes, []mergeProblem) {
 	r := &routes{
 		byPrefix:       map[string]*upstream.Upstream{},
 		byName:         map[string]*upstream.Upstream{},
@@ -35,6 +39,7 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 	var toolSrc, promptSrc []namespacing.Source
 	toolByKey := map[[2]string]*mcp.Tool{}
 	promptByKey := map[[2]string]*mcp.Prompt{}
+	renamed := map[[2]string]string{} // server, name after overrides → upstream name
 	exact, templates := map[string]string{}, map[string]string{}
 	var unprefixed []string
 	var instructions strings.Builder
@@ -57,21 +62,30 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 			instructions.WriteString(section)
 			r.sections = append(r.sections, instructionSection{server: name, text: section})
 		}
-		src := namespacing.Source{Server: name, Prefix: prefix}
+		tools := make([]*mcp.Tool, 0, len(cat.Tools))
 		for _, t := range cat.Tools {
+			if heldItem(held, name, pins.KindTool, t.Name) {
+				continue
+			}
 			if reason := checkSchema(t); reason != "" {
 				problems = append(problems, mergeProblem{name, "tool", t.Name, reason})
 				continue
 			}
-			src.Names = append(src.Names, t.Name)
-			toolByKey[[2]string{name, t.Name}] = t
+			tools = append(tools, t)
 		}
+		src := namespacing.Source{Server: name, Prefix: prefix}
+		problems = applyOverrides(&src, problems, tools, servers[name].Tools, "tool", toolByKey, renamed,
+			func(t *mcp.Tool) string { return t.Name }, overrideTool)
 		toolSrc = append(toolSrc, src)
 		src = namespacing.Source{Server: name, Prefix: prefix}
+		prompts := make([]*mcp.Prompt, 0, len(cat.Prompts))
 		for _, p := range cat.Prompts {
-			src.Names = append(src.Names, p.Name)
-			promptByKey[[2]string{name, p.Name}] = p
+			if !heldItem(held, name, pins.KindPrompt, p.Name) {
+				prompts = append(prompts, p)
+			}
 		}
+		problems = applyOverrides(&src, problems, prompts, servers[name].Prompts, "prompt", promptByKey, renamed,
+			func(p *mcp.Prompt) string { return p.Name }, overridePrompt)
 		promptSrc = append(promptSrc, src)
 
 		for _, res := range cat.Resources {
@@ -123,13 +137,13 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 	r.owners = namespacing.NewOwners(exact, templates, fallback)
 
 	var p []mergeProblem
-	r.tools, r.toolDefs, p = mergeKind(r, "tool", toolSrc, toolByKey, opts, func(t *mcp.Tool, name string) *mcp.Tool {
+	r.tools, r.toolDefs, p = mergeKind(r, "tool", toolSrc, toolByKey, renamed, opts, func(t *mcp.Tool, name string) *mcp.Tool {
 		def := *t
 		def.Name = name
 		return &def
 	})
 	problems = append(problems, p...)
-	r.prompts, r.promptDefs, p = mergeKind(r, "prompt", promptSrc, promptByKey, opts, func(pr *mcp.Prompt, name string) *mcp.Prompt {
+	r.prompts, r.promptDefs, p = mergeKind(r, "prompt", promptSrc, promptByKey, renamed, opts, func(pr *mcp.Prompt, name string) *mcp.Prompt {
 		def := *pr
 		def.Name = name
 		return &def
@@ -149,7 +163,7 @@ func buildRoutes(ups []*upstream.Upstream, opts namespacing.Options, header stri
 // mergeKind maps the names of one kind (tools or prompts) of every source
 // and returns their routes and exposed definitions, in merge order, and a
 // problem per collision. exposed copies a definition under its new name.
-func mergeKind[T any](r *routes, kind string, sources []namespacing.Source, defs map[[2]string]T, opts namespacing.Options,
+func mergeKind[T any](r *routes, kind string, sources []namespacing.Source, defs map[[2]string]T, renamed map[[2]string]string, opts namespacing.Options,
 	exposed func(def T, name string) T) (map[string]route, []T, []mergeProblem) {
 	opts.Kind = kind
 	_, ordered, collisions := namespacing.Merge(sources, opts)
@@ -161,7 +175,11 @@ func mergeKind[T any](r *routes, kind string, sources []namespacing.Source, defs
 	out := make([]T, 0, len(ordered))
 	for _, e := range ordered {
 		up := r.byName[e.Server]
-		table[e.Exposed] = route{up: up, original: e.Original, prefix: up.Config().Namespace()}
+		original := e.Original
+		if u, ok := renamed[[2]string{kind + "\x00" + e.Server, e.Original}]; ok {
+			original = u // the upstream's own name of a renamed item
+		}
+		table[e.Exposed] = route{up: up, original: original, prefix: up.Config().Namespace()}
 		out = append(out, exposed(defs[[2]string{e.Server, e.Original}], e.Exposed))
 	}
 	return table, out, problems

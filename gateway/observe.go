@@ -11,6 +11,7 @@ import (
 	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
+	"github.com/manifold-mcp/manifold/plugins"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -69,6 +70,10 @@ type exchange struct {
 	rounds    int
 	callStart time.Time
 	interim   bool
+	// plugins are what the hook plugins decided on the call (plugins.go).
+	plugins []plugins.Decision
+	// rateLimit names the rate limit that refused the call, if one did.
+	rateLimit string
 }
 
 type exchangeKey struct{}
@@ -205,7 +210,9 @@ func (g *Gateway) writeAudit(ctx context.Context, ss *mcp.ServerSession, x *exch
 	if !x.callStart.IsZero() {
 		start, d = x.callStart, time.Since(x.callStart)
 	}
-	g.obs.audit.Write(g.auditRecord(ctx, ss, x, start, d, f, err))
+	rec := g.auditRecord(ctx, ss, x, start, d, f, err)
+	g.obs.audit.Write(rec)
+	g.auditToPlugins(rec)
 }
 
 // auditRecord builds the audit record of a finished call.
@@ -215,6 +222,9 @@ func (g *Gateway) auditRecord(ctx context.Context, ss *mcp.ServerSession, x *exc
 		Time: start, Duration: d, Method: f.method, Name: f.name,
 		Server: x.server, UpstreamName: x.upstreamName, Rounds: max(1, x.rounds),
 		ProtocolVersion: f.version, Arguments: f.args,
+	}
+	if len(x.plugins) > 0 {
+		rec.Plugins = x.plugins
 	}
 	if ss != nil {
 		rec.SessionID = ss.ID()
@@ -257,6 +267,7 @@ func (g *Gateway) auditRecord(ctx context.Context, ss *mcp.ServerSession, x *exc
 		rec.Outcome = audit.OutcomeOK
 		rec.ResultBytes = f.resultBytes
 	}
+	rec.RateLimit = x.rateLimit
 	rec.TraceID, rec.SpanID = telemetry.IDs(ctx)
 	return rec
 }

@@ -212,15 +212,23 @@ type demoMeta struct {
 // TestTraceSpans: a request with a trace context in _meta gets a server
 // span under it and a client span under that; the upstream receives the
 // client span as its parent, and the audit record the trace and span ids.
-func TestTraceSpans(t *testing.T) {
+// newTracing returns telemetry exporting traces to a receiver, recording
+// only requests with a sampled parent.
+func newTracing(t *testing.T) (*testutil.OTLPReceiver, *telemetry.Telemetry) {
+	t.Helper()
 	rcv := testutil.NewOTLPReceiver(t)
-	ratio := 0.0 // only requests with a sampled parent are recorded
+	ratio := 0.0
 	tel, err := telemetry.New(context.Background(), &config.Telemetry{Traces: &config.Traces{
 		Endpoint: rcv.URL, Protocol: config.ProtocolHTTP, SampleRatio: &ratio}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	return rcv, tel
+}
+
+func TestTraceSpans(t *testing.T) {
+	rcv, tel := newTracing(t)
 	sink := newAuditSink(t, config.ArgumentsNone)
 	h := newHarnessOpts(t, &Options{Audit: sink.log, Telemetry: tel}, nil, upstreamSpec{name: "alpha", demoName: "alpha"})
 	cs := h.connectVersion(t, "2025-11-25")

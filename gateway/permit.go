@@ -15,6 +15,9 @@ import (
 // the caller answers exactly as for a name that does not exist, so that
 // denied names cannot be enumerated.
 func (g *Gateway) permit(ctx context.Context, c *call) bool {
+	if !g.inToolset(ctx, c) {
+		return false
+	}
 	a := c.snap.access
 	if c.kind == policy.Resource || c.kind == policy.Template {
 		return g.uriPermitted(ctx, a, c.principal, c.known, c.kind, c.name, c.route)
@@ -46,9 +49,12 @@ func (g *Gateway) decide(ctx context.Context, a *access, pr *policy.Principal, k
 }
 
 // readable reports whether req's principal may read uri, which routes to
-// rt, under the snapshot serving now: for requests outside the call
-// pipeline (subscriptions).
+// rt, under the snapshot serving now, in the toolset of the request's
+// endpoint: for requests outside the call pipeline (subscriptions).
 func (g *Gateway) readable(ctx context.Context, req mcp.Request, uri string, rt route) bool {
+	if ts := g.toolsetOf(ctx, g.current()); ts != nil && !ts.allows(policy.Resource, uri, rt.up.Name()) {
+		return false
+	}
 	return g.uriAllowed(ctx, req, policy.Resource, uri, rt)
 }
 

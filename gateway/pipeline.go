@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,15 +22,21 @@ import (
 //	                                   → route (upstream and its own name);
 //	                                   URIs only in canonical form
 //	policy            permit.go        may the principal use the route?
+//	rate limit        ratelimit.go     within the rateLimits of the config?
 //	upstream session  sessions.go      the upstream session that serves the
 //	                                   caller: the pool's, or its own
 //	                                   (per-client servers)
+//	pre-hooks         plugins.go       the pre hooks of the plugins that
+//	                                   cover the call: change, block or answer
 //	forward           mrtr.go          the upstream call (forward.go), across
 //	                                   protocol versions (the MRTR bridge,
 //	                                   bridge.go)
 //	rewrite           rewrite.go       names and URIs of the answer into the
 //	                                   client's namespace; the upstream's
 //	                                   not-found answers as the gateway's own
+//	post-hooks        plugins.go       the post hooks: change or block the
+//	                                   result (forward has returned: once per
+//	                                   call, whatever its rounds)
 //
 // observe is a receiving middleware of the SDK server, so that it also
 // covers the calls the SDK answers itself (a tool name it does not have,
@@ -56,7 +63,7 @@ import (
 // and rewrite.
 
 // callStages names the stages of the call pipeline, in order.
-var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "upstream session", "forward", "rewrite"}
+var callStages = [...]string{"observe", "authenticate", "resolve", "policy", "rate limit", "upstream session", "pre-hooks", "forward", "rewrite", "post-hooks"}
 
 // call is one call on its way through the pipeline: what each stage
 // learns, for the stages after it. One goroutine serves a call, so it
@@ -83,6 +90,9 @@ type call struct {
 	// route is where name goes (resolve), and, after the upstream session
 	// stage, the upstream session that serves the call.
 	route route
+	// held is the concurrency slots of rate limits the call holds (rate
+	// limit), released when it ends.
+	held ratelimit.Held
 }
 
 // serveCall runs the stages after observe for req, a call of method m.
@@ -90,6 +100,9 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	var zero R
 	c := call{kind: m.kind, name: m.target(req)}
 	g.pin(ctx, &c)
+	if c.routes.listedPerClient != nil {
+		c.routes = g.routesOf(ctx, req, false) // the session's lists (sessionlists.go)
+	}
 	g.authenticate(&c, callerOf(ctx, req))
 	if !g.resolve(ctx, &c) {
 		return zero, m.unknown(req, c.name)
@@ -97,10 +110,27 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	if !g.permit(ctx, &c) {
 		return zero, m.unknown(req, c.name)
 	}
+	if ref := g.rateLimit(ctx, &c); ref != nil {
+		return limitedAnswer(m, ref)
+	}
+	defer c.held.Release()
 	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
 		return zero, upstreamError(err)
 	}
-	return forward(ctx, g, m, req, c.route, c.snap)
+	h := g.hooks(ctx, &c, sessionID(req))
+	if h != nil { // pre-hooks
+		var res R
+		var done bool
+		var err error
+		if req, res, done, err = pluginPre[Q, R](ctx, h, req); done {
+			return res, err
+		}
+	}
+	res, err := forward(ctx, g, m, req, c.route, c.snap)
+	if h != nil { // post-hooks
+		return pluginPost(ctx, h, res, err)
+	}
+	return res, err
 }
 
 // roundTrip is one upstream call of forward: send, then rewrite the

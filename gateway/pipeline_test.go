@@ -20,7 +20,7 @@ import (
 // docs show them; the table in pipeline.go's comment and the calls in
 // serveCall and roundTrip follow the same order.
 func TestPipelineStagesInOrder(t *testing.T) {
-	want := []string{"observe", "authenticate", "resolve", "policy", "upstream session", "forward", "rewrite"}
+	want := []string{"observe", "authenticate", "resolve", "policy", "rate limit", "upstream session", "pre-hooks", "forward", "rewrite", "post-hooks"}
 	if diff := cmp.Diff(want, callStages[:]); diff != "" {
 		t.Fatalf("callStages (-want +got):\n%s", diff)
 	}
@@ -43,14 +43,15 @@ func TestPipelineStagesInOrder(t *testing.T) {
 	// The function each stage after observe runs, as serveCall and
 	// roundTrip call them.
 	stageFuncs := map[string]string{
-		"authenticate": "authenticate", "resolve": "resolve", "policy": "permit",
+		"authenticate": "authenticate", "resolve": "resolve", "policy": "permit", "rate limit": "rateLimit",
 		"upstream session": "upstreamSession", "forward": "forward", "rewrite": "rewrite",
+		"pre-hooks": "pluginPre", "post-hooks": "pluginPost",
 	}
 	f, err := parser.ParseFile(token.NewFileSet(), "pipeline.go", src, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var called []string
+	calls := map[string][]string{}
 	for _, fn := range []string{"serveCall", "roundTrip"} {
 		for _, d := range f.Decls {
 			if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == fn {
@@ -58,15 +59,24 @@ func TestPipelineStagesInOrder(t *testing.T) {
 					if c, ok := n.(*ast.CallExpr); ok {
 						switch fun := c.Fun.(type) {
 						case *ast.Ident:
-							called = append(called, fun.Name)
+							calls[fn] = append(calls[fn], fun.Name)
 						case *ast.SelectorExpr:
-							called = append(called, fun.Sel.Name)
+							calls[fn] = append(calls[fn], fun.Sel.Name)
+						case *ast.IndexListExpr: // pluginPre[Q, R]
+							if id, ok := fun.X.(*ast.Ident); ok {
+								calls[fn] = append(calls[fn], id.Name)
+							}
 						}
 					}
 					return true
 				})
 			}
 		}
+	}
+	// forward runs roundTrip: its calls stand where forward is called.
+	called := calls["serveCall"]
+	if i := slices.Index(called, "forward"); i >= 0 {
+		called = slices.Insert(called, i+1, calls["roundTrip"]...)
 	}
 	at := -1
 	for _, stage := range want[1:] {

@@ -59,7 +59,9 @@ type upstreamSettings struct {
 }
 
 func specOf(s config.Server, gw *config.Gateway) spec {
-	s.Required = false // only readiness reads it: a change restarts nothing
+	s.Required = false                 // only readiness reads it: a change restarts nothing
+	s.Tools, s.Prompts = nil, nil      // applied at merge (overrides.go): a change restarts nothing
+	s.Pinning = config.ServerPinning{} // only merge reads it (pinning.go)
 	return spec{server: s, settings: upstreamSettings{
 		connect:            gw.Timeouts.Connect,
 		call:               gw.Timeouts.Call,

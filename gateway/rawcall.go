@@ -136,13 +136,23 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 		return nil
 	}
 	r.c = call{kind: m.kind, snap: g.current(), routes: g.routes.Load()}
+	if r.c.routes.listedPerClient != nil {
+		if sr := g.builtRoutes(r.ss); sr != nil {
+			r.c.routes = sr // the session's lists (sessionlists.go)
+		}
+	}
 	if m.uri {
 		r.c.name = string(envelope.Text(env.URI.In(msg)))
 	} else {
 		r.c.name = string(envelope.Text(env.Name.In(msg)))
 	}
+	if m.kind == policy.Tool && r.c.snap.disc.isMeta(r.c.name) {
+		return nil // progressive discovery's meta-tools: the SDK path's (discovery.go)
+	}
 	rt, ok := r.c.routes.lookup(m.kind, r.c.name)
 	switch {
+	case !ok && g.listsByPlugins():
+		return nil // maybe an alias (aliases.go): the slow path's
 	case !ok:
 		return r // answered not-found, as the slow path answers it
 	case !rt.up.TakesRaw():
@@ -268,11 +278,25 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 	if !g.resolve(ctx, c) || !g.permit(ctx, c) {
 		return nil, false, r.unknown()
 	}
+	if ref := g.rateLimit(ctx, c); ref != nil {
+		return r.limited(ref)
+	}
+	defer c.held.Release()
 	from := downstream{ss: r.ss, caps: r.caps, version: r.version}
 	if err := g.upstreamSession(ctx, c, from); err != nil {
 		return nil, false, upstreamError(err)
 	}
-	return g.forwardRaw(ctx, r)
+	h := g.hooks(ctx, c, sessionIDOf(r.ss))
+	if h != nil { // plugin pre-hooks
+		if res, done, err := g.rawPreHooks(ctx, h, r); done {
+			return res, false, err
+		}
+	}
+	res, toolErr, err = g.forwardRaw(ctx, r)
+	if h != nil && err == nil { // plugin post-hooks
+		return rawPostHooks(ctx, h, r.m.kind, res, toolErr)
+	}
+	return res, toolErr, err
 }
 
 // unknown is the slow path's answer for r's name when it does not exist or

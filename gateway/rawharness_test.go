@@ -102,10 +102,16 @@ func serveStdioLines(t testing.TB, gw *Gateway, v, caps string) *lineClient {
 // t does.
 func serveStdioRaw(t testing.TB, gw *Gateway) *lineClient {
 	t.Helper()
+	return serveStdioIn(t, context.Background(), gw)
+}
+
+// serveStdioIn is serveStdioRaw with the session's context (a toolset).
+func serveStdioIn(t testing.TB, ctx context.Context, gw *Gateway) *lineClient {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := &lineClient{t: t, in: inW, lines: make(chan string, 1000), done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	go func() { c.done <- gw.ServeStdio(ctx, inR, outW); outW.Close() }()
 	go func() {
 		sc := bufio.NewScanner(outR)

@@ -139,6 +139,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		return errors.New("reload: loading the config returned nothing")
 	}
 	res.Hash = cfg.Hash
+	if err := CheckCatalog(cfg); err != nil {
+		return err
+	}
 	old := g.current()
 	if res.Trigger == TriggerFile && cfg.Hash == old.cfg.Hash {
 		res.Result = ReloadUnchanged
@@ -171,7 +174,12 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		}
 		return errors.New("reload: the gateway is not running")
 	}
-	g.snap.Store(newSnapshot(cfg, an))
+	if len(cfg.Toolsets) > 0 {
+		g.toolsetsSeen.Store(true) // before any request can find one
+	}
+	snap := newSnapshot(cfg, an)
+	snap.limits.Inherit(old.limits) // unchanged rate limits keep their buckets
+	g.snap.Store(snap)
 	res.poolChanges = g.updatePool(cfg)
 	g.pool.mu.Unlock()
 	if cfg.Gateway.Limits.SessionIdleTimeout != old.cfg.Gateway.Limits.SessionIdleTimeout {
@@ -193,9 +201,12 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		g.opts.Level.SetLevel(level)
 	}
 	g.merge()
-	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) {
-		// What each principal may see can have changed while the union
-		// registered with the SDK did not.
+	g.applyPlugins(ctx, cfg)
+	if authChanged || !reflect.DeepEqual(cfg.Policy, old.cfg.Policy) || !reflect.DeepEqual(cfg.Toolsets, old.cfg.Toolsets) || !reflect.DeepEqual(cfg.Gateway.Discovery, old.cfg.Gateway.Discovery) {
+		// What each principal (and toolset) may see, or how
+		// (gateway.discovery), can have changed while the union registered
+		// with the SDK did not.
+		g.notes.moveAll()
 		g.notifyListsChanged()
 	}
 	return nil

@@ -24,6 +24,9 @@ func (g *Gateway) resolve(ctx context.Context, c *call) bool {
 		c.route, ok = c.routes.resource(c.name)
 	}
 	if !ok {
+		c.route, ok = g.resolveAlias(c)
+	}
+	if !ok {
 		return false
 	}
 	c.x.routed(c.route)

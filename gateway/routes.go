@@ -42,6 +42,9 @@ type routes struct {
 
 	// all is the view of everything, for an unrestricted policy.
 	all view
+	// listedPerClient names the servers with per-client lists; nil: none
+	// (sessionlists.go).
+	listedPerClient []string
 }
 
 // resource finds the upstream owning a URI as the client sees it, and the

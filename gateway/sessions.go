@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/authn"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -46,6 +47,11 @@ type dedicated struct {
 	caps    *mcp.ClientCapabilities
 	version string
 	used    atomic.Int64 // unix nanoseconds of the last call
+	// principal is the name of the principal it serves, for a per-user
+	// credential (upcreds.go); exchange is that credential when the server
+	// exchanges tokens.
+	principal string
+	exchange  *exchangeCredential
 }
 
 // perClient is the registry of dedicated upstream sessions. Calls and
@@ -250,9 +256,15 @@ func (g *Gateway) dedicatedFor(ctx context.Context, pr *policy.Principal, known 
 	opened := false
 	if d == nil {
 		var err error
-		if d, opened, err = g.openDedicated(o, base, caps, version); err != nil {
+		var id *authn.Identity
+		if base.Config().Auth.PerPrincipal() {
+			id = g.callerIdentity(ctx, from)
+		}
+		if d, opened, err = g.openDedicated(o, base, caps, version, pr.Name(), id); err != nil {
 			return nil, err
 		}
+	} else if d.exchange != nil {
+		d.exchange.setSubject(g.callerIdentity(ctx, from)) // the caller's latest JWT
 	}
 	if _, err := d.waitReady(ctx); err != nil {
 		if ctx.Err() == nil {
@@ -270,7 +282,10 @@ func (g *Gateway) dedicatedFor(ctx context.Context, pr *policy.Principal, known 
 
 // openDedicated returns o's dedicated session of base's server, opening
 // and starting it when there is none; base must be in service.
-func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.ClientCapabilities, version string) (_ *dedicated, opened bool, _ error) {
+//
+// principal names the principal it serves and id is the caller's identity,
+// whose JWT a token-exchange server's credential exchanges (nil: none).
+func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.ClientCapabilities, version, principal string, id *authn.Identity) (_ *dedicated, opened bool, _ error) {
 	// Under g.pool.mu (then p.mu, always in that order): a reload that
 	// takes base out of service, or Close, cannot miss the new session.
 	g.pool.mu.Lock()
@@ -288,12 +303,21 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 		d.used.Store(time.Now().UnixNano())
 		return d, false, nil // another call opened it meanwhile
 	}
-	d := &dedicated{owner: o, base: base, version: version, caps: caps}
+	d := &dedicated{owner: o, base: base, version: version, caps: caps, principal: principal}
 	d.used.Store(time.Now().UnixNano())
 	opts := g.upstreamOptions(base.Config(), &g.current().cfg.Gateway)
+	if s := base.Config(); s.Auth.Enabled() {
+		opts.Credential = g.dedicatedCredential(s, principal)
+		if d.exchange, _ = opts.Credential.(*exchangeCredential); d.exchange != nil {
+			d.exchange.setSubject(id)
+		}
+	}
 	opts.Capabilities = clientRelayCapabilities(caps)
 	opts.OnChange = nil // its lists are the pool upstream's
 	opts.NoLists = true
+	if base.Config().ListsMode() == config.ListsPerClient {
+		opts.NoLists, opts.OnChange = false, g.sessionListsChanged // its client's own lists
+	}
 	opts.Logger = opts.Logger.With(zap.String(keySession, config.SessionPerClient))
 	d.up = upstream.New(base.Config(), opts)
 	p.byUp.Store(d.up, d)
@@ -370,6 +394,7 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	g.closeDedicated(p.owned(ss)) // first: their subscriptions end with them
 	g.releaseSession(ss)
 	g.flights.levels.Delete(ss)
+	g.sessLists.Delete(ss)
 	g.calls.forget(ss.ID())
 	g.clients.ended(ss)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/manifold-mcp/manifold/namespacing"
 )
 
@@ -18,17 +19,25 @@ type snapshot struct {
 	access *access
 	edge   *edge
 	ns     namespacing.Options
+	disc   *discoveryMode // gateway.discovery; nil: full for everyone
+	// toolsets are the compiled toolsets, by name (toolsets.go).
+	toolsets map[string]*toolset
+	// limits are the rate limits (ratelimit.go); nil when none.
+	limits *ratelimit.Limiter
 	// loaded is when the snapshot was applied.
 	loaded time.Time
 }
 
 func newSnapshot(cfg *config.Config, an *authn.Authenticator) *snapshot {
 	return &snapshot{
-		cfg:    cfg,
-		access: newAccess(cfg, an),
-		edge:   newEdge(&cfg.Gateway),
-		ns:     namespacing.Options{Separator: cfg.Gateway.Separator, MaxLength: cfg.Gateway.MaxToolNameLength},
-		loaded: time.Now(),
+		cfg:      cfg,
+		access:   newAccess(cfg, an),
+		edge:     newEdge(&cfg.Gateway),
+		ns:       namespacing.Options{Separator: cfg.Gateway.Separator, MaxLength: cfg.Gateway.MaxToolNameLength},
+		disc:     newDiscoveryMode(&cfg.Gateway.Discovery),
+		limits:   ratelimit.New(cfg.RateLimits),
+		loaded:   time.Now(),
+		toolsets: compileToolsets(cfg),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/manifold-mcp/manifold/plugins"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 )
@@ -18,6 +19,8 @@ type Status struct {
 	Config    ConfigStatus     `json:"config"`
 	Reloads   ReloadStatus     `json:"reloads"`
 	Upstreams []UpstreamStatus `json:"upstreams"`
+	// Plugins are the hook plugins, running or not.
+	Plugins []plugins.Status `json:"plugins,omitempty"`
 	// Draining counts upstreams taken out of service by a reload that are
 	// still finishing their calls, per-client sessions of a replaced server
 	// included.
@@ -26,6 +29,8 @@ type Status struct {
 	// Subscriptions counts the resource subscriptions held on upstreams.
 	Subscriptions int           `json:"subscriptions"`
 	Process       ProcessStatus `json:"process"`
+	// Catalog shows the overrides and toolsets in force (overrides.go).
+	Catalog CatalogStatus `json:"catalog"`
 }
 
 // ConfigStatus names the config serving.
@@ -74,11 +79,13 @@ func (g *Gateway) Status(pr *policy.Principal) *Status {
 		Sessions:      g.sessionCount(),
 		Subscriptions: g.subscriptionCount(),
 		Process:       ProcessStatus{PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles()},
+		Plugins:       g.plugins.Status(),
 	}
 	var visible map[string]bool
 	if pr != nil && !snap.access.policy.Unrestricted() {
 		visible = filterView(g.routes.Load(), snap.access.policy, pr).servers
 	}
+	st.Catalog = g.catalogStatus(snap, visible)
 	clientSessions := g.perClient.countByBase()
 	g.pool.mu.Lock()
 	st.Draining = len(g.pool.draining)

@@ -93,6 +93,12 @@ func (g *Gateway) session(w http.ResponseWriter, r *http.Request, unit int64) (*
 		return nil, false
 	}
 	cl := v.(*client)
+	if cl.toolset != toolsetName(r.Context()) {
+		// Opened on another endpoint: a session of a toolset cannot reach
+		// the whole catalog through /mcp, nor one toolset another.
+		http.Error(w, "session not found", http.StatusNotFound)
+		return nil, false
+	}
 	if cl.id != nil {
 		// Bound to the principal that opened it, as authenticated now.
 		id, _ := r.Context().Value(identityCtxKey{}).(*authn.Identity)

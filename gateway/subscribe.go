@@ -172,7 +172,7 @@ func (g *Gateway) moveClientSubscriptions(ctx context.Context, old, next *upstre
 	}
 	g.subs.mu.Unlock()
 	for d, uris := range held {
-		nd, _, err := g.openDedicated(d.owner, next, d.caps, d.version)
+		nd, _, err := g.openDedicated(d.owner, next, d.caps, d.version, d.principal, nil)
 		if err == nil {
 			_, err = nd.waitReady(ctx)
 		}

@@ -57,30 +57,33 @@ func diff[T any](prev map[string]string, items []T, key func(T) string) (changed
 // Called with g.syncMu held.
 func (g *Gateway) apply(r *routes) {
 	reg := g.registry
-	tools, gone := diff(reg.tools, r.toolDefs, func(t *mcp.Tool) string { return t.Name })
-	if len(gone) > 0 {
-		g.server.RemoveTools(gone...)
+	tools, goneTools := diff(reg.tools, r.toolDefs, func(t *mcp.Tool) string { return t.Name })
+	prompts, gonePrompts := diff(reg.prompts, r.promptDefs, func(p *mcp.Prompt) string { return p.Name })
+	resources, goneResources := diff(reg.resources, r.resourceDefs, func(res *mcp.Resource) string { return res.URI })
+	templates, goneTemplates := diff(reg.templates, r.templateDefs, func(t *mcp.ResourceTemplate) string { return t.URITemplate })
+	// Before anything is registered, and with it notified: the toolsets'
+	// own list_changed (toolsetnotes.go).
+	g.fingerprint(r, reg)
+	if len(goneTools) > 0 {
+		g.server.RemoveTools(goneTools...)
 	}
 	for _, t := range tools {
 		g.safely("tool", t.Name, func() { g.server.AddTool(withoutParamHeaders(t), g.callTool) })
 	}
-	prompts, gone := diff(reg.prompts, r.promptDefs, func(p *mcp.Prompt) string { return p.Name })
-	if len(gone) > 0 {
-		g.server.RemovePrompts(gone...)
+	if len(gonePrompts) > 0 {
+		g.server.RemovePrompts(gonePrompts...)
 	}
 	for _, p := range prompts {
 		g.safely("prompt", p.Name, func() { g.server.AddPrompt(p, g.getPrompt) })
 	}
-	resources, gone := diff(reg.resources, r.resourceDefs, func(res *mcp.Resource) string { return res.URI })
-	if len(gone) > 0 {
-		g.server.RemoveResources(gone...)
+	if len(goneResources) > 0 {
+		g.server.RemoveResources(goneResources...)
 	}
 	for _, res := range resources {
 		g.safely("resource", res.URI, func() { g.server.AddResource(res, g.readResourceHandler) })
 	}
-	templates, gone := diff(reg.templates, r.templateDefs, func(t *mcp.ResourceTemplate) string { return t.URITemplate })
-	if len(gone) > 0 {
-		g.server.RemoveResourceTemplates(gone...)
+	if len(goneTemplates) > 0 {
+		g.server.RemoveResourceTemplates(goneTemplates...)
 	}
 	for _, t := range templates {
 		g.safely("resource template", t.URITemplate, func() { g.server.AddResourceTemplate(t, g.readResourceHandler) })

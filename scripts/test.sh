@@ -69,6 +69,12 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
 
+# deploy/ is a module of its own (Helm, the Kubernetes API types, go-containerregistry and
+# compose-go stay out of the gateway's go.mod): its tests render the chart, build the image
+# offline as an OCI layout and load the compose demo.
+echo "== deploy (vet, staticcheck, test)"
+(cd deploy && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... && go test -count=1 -timeout 10m ./...)
+
 # Every parser of untrusted input is fuzzed briefly on each run; a failure
 # leaves its input under testdata/fuzz for `go test` to replay.
 fuzztime=${FUZZTIME:-5s}
@@ -79,13 +85,19 @@ if [ "$fuzztime" != "0" ]; then
     ./policy:FuzzPattern ./policy:FuzzDecide \
     ./internal/authn:FuzzBearerToken ./internal/authn:FuzzAuthenticate \
     ./namespacing:FuzzNonCanonicalURI ./namespacing:FuzzURIAgainstWHATWG ./namespacing:FuzzName ./namespacing:FuzzURI \
-    ./config:FuzzParse ./gateway:FuzzStdio ./gateway:FuzzRequestState \
+    ./config:FuzzParse ./config:FuzzEnvOverride ./gateway:FuzzStdio ./gateway:FuzzRequestState \
     ./gateway:FuzzUpstreamNotFound \
     ./internal/audit:FuzzArguments ./internal/redact:FuzzText \
     ./upstream:FuzzIDScanner ./upstream:FuzzSSEBody ./upstream:FuzzSSEReader \
     ./internal/envelope:FuzzScan ./internal/envelope:FuzzDuplicateKeys ./internal/envelope:FuzzMembers \
-    ./upstream:FuzzStdioConn \
-    ./internal/cluster:FuzzOpen ./internal/cluster:FuzzHop; do
+    ./plugins:FuzzDecodeList ./gateway:FuzzPluginResult ./discovery:FuzzParseQuery \
+    ./plugins/builtin/redact:FuzzJSON ./plugins/builtin/redact:FuzzText \
+    ./plugins/builtin/guard:FuzzCheck ./plugins/builtin/guard:FuzzConfig \
+    ./plugins/builtin/guard:FuzzURLAllowList ./plugins/builtin/guard:FuzzPathTraversal \
+    ./internal/upcred:FuzzFileStoreOpen \
+    ./config:FuzzParseRate ./internal/pins:FuzzParse \
+    ./internal/cluster:FuzzOpen ./internal/cluster:FuzzHop \
+    ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
     # deadline exceeded" right at -fuzztime, having found nothing and

@@ -82,14 +82,14 @@ func (u *Upstream) dial() (*connection, error) {
 		c := newStdioConn(p.stdout, p.stdin, u.opts.MaxMessageBytes)
 		return &connection{transport: c, raw: c, proc: p}, nil
 	case "http":
-		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.log)
+		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
 		if err != nil {
 			return nil, err
 		}
 		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2,
 			MaxEventSize: sseEventLimit(u.opts.MaxMessageBytes)}, http: hc}, nil
 	case "sse":
-		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.log)
+		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
 		if err != nil {
 			return nil, err
 		}

@@ -16,8 +16,9 @@ import (
 // server's extra CA bundle, its configured headers on every request (the
 // SDK's transports have no header option), the W3C trace context of the
 // call a request belongs to, and each message the upstream sends bounded to
-// maxMessageBytes (see limitTransport).
-func newHTTPClient(cfg config.Server, maxMessageBytes int, log *zap.Logger) (*http.Client, error) {
+// maxMessageBytes (see limitTransport); with cred, the bearer token of the
+// server's auth (credentialTransport).
+func newHTTPClient(cfg config.Server, maxMessageBytes int, cred Credential, log *zap.Logger) (*http.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = http.ProxyFromEnvironment
 	// Keep a connection per call in flight: with net/http's default of 2
@@ -38,8 +39,12 @@ func newHTTPClient(cfg config.Server, maxMessageBytes int, log *zap.Logger) (*ht
 		}
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
+	var rt http.RoundTripper = base
+	if cred != nil {
+		rt = &credentialTransport{base: base, cred: cred}
+	}
 	return &http.Client{Transport: &limitTransport{
-		base:    &headerTransport{base: base, headers: cfg.Headers},
+		base:    &headerTransport{base: rt, headers: cfg.Headers},
 		server:  cfg.Name,
 		max:     maxMessageBytes,
 		framing: sseFraming,

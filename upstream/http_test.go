@@ -280,7 +280,7 @@ func TestHTTPClientKeepsConnectionsForConcurrentCalls(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	client, err := newHTTPClient(config.Server{Name: "h"}, 1<<20, zap.NewNop())
+	client, err := newHTTPClient(config.Server{Name: "h"}, 1<<20, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,6 +116,9 @@ type Options struct {
 	// are listed, at connect or on list_changed. For an upstream session
 	// whose lists another upstream of the same server provides.
 	NoLists bool
+	// Credential, when set, supplies the bearer token of an http or sse
+	// server's requests (its auth); nil sends the configured headers only.
+	Credential Credential
 	// OnChange is called after the catalog or state changed. It runs on the
 	// upstream's own goroutine and must not block for long.
 	OnChange func(*Upstream)

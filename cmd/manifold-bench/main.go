@@ -93,6 +93,8 @@ func parseFlags(args []string, stderr io.Writer) (loadgen.Config, bool, error) {
 	fs.StringVar(&cfg.ProtocolVersion, "protocol-version", "", "protocol version to offer (default: the SDK's newest)")
 	fs.StringVar(&pids, "target-pid", "", "comma-separated `pids` whose process trees count as the target's memory (URL targets)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "offer this many calls per second in all (default: as fast as answers come)")
+	fs.StringVar(&cfg.Token, "token", "", "bearer `token` for every HTTP request (URL targets)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, err
 	}

@@ -21,7 +21,10 @@ Prints the decision for the principal and the rule that made it. Names and
 URIs are written as clients see them (everything__echo, manifold://memory/…).
 Without --group, the groups are those of the principal's API keys in the
 config (or of auth.local). Without --server, the server is found from the
-name's prefix.
+name's prefix. Names are those after the overrides of mcpServers.<name>.tools
+and .prompts: a renamed item is decided on under its new name (the line
+"upstream" names the item it stands for); its old name, and a hidden item's,
+are denied (clients never see them).
 
 Exit status: 0 allowed, 1 denied, 2 usage or config error.
 `
@@ -81,6 +84,11 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	pol := policy.Compile(cfg.Policy)
 	pr := policy.NewPrincipal(*principal, groups)
 	d := pol.Decide(pr, kind, name, srv)
+	renamed, gone := catalogNote(cfg, kind, name, srv)
+	by := pol.Describe(d)
+	if gone != "" {
+		d.Allowed, by = false, gone
+	}
 
 	verdict := "deny"
 	if d.Allowed {
@@ -88,8 +96,11 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "principal  %s (groups: %s; %s)\n", pr.Name(), orNone(strings.Join(pr.Groups(), ", ")), groupSource)
 	fmt.Fprintf(stdout, "%-10s %s (server: %s; %s)\n", kind.String(), name, orNone(srv), srvSource)
+	if renamed != "" {
+		fmt.Fprintf(stdout, "upstream   %s\n", renamed)
+	}
 	fmt.Fprintf(stdout, "decision   %s\n", verdict)
-	fmt.Fprintf(stdout, "by         %s\n", pol.Describe(d))
+	fmt.Fprintf(stdout, "by         %s\n", by)
 	if d.Allowed {
 		return 0
 	}

@@ -29,7 +29,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	listen := fs.String("listen", "", "listen address, overrides gateway.listen")
 	stdio := fs.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
 	logFile := fs.String("log-file", "", "write logs to this file instead of stderr")
+	toolset := fs.String("toolset", "", "with --stdio: serve only this toolset of the config (over HTTP each toolset has its own /mcp/NAME)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *toolset != "" && !*stdio {
+		fmt.Fprintln(stderr, "manifold: --toolset goes with --stdio; over HTTP every toolset is served at /mcp/NAME and /sse/NAME")
 		return 2
 	}
 	// load reads the config with the command line's overrides: at start,
@@ -63,6 +68,10 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	defer closeLog()
 
+	if _, ok := cfg.Toolsets[*toolset]; *toolset != "" && !ok {
+		fmt.Fprintf(stderr, "manifold: %s: --toolset %q: no such toolset (toolsets: %s)\n", cfg.Source, *toolset, strings.Join(cfg.ToolsetNames(), ", "))
+		return 2
+	}
 	if *stdio && cfg.Audit != nil && cfg.Audit.Stdout {
 		fmt.Fprintf(stderr, "manifold: %s: audit.stdout: not with serve --stdio, where standard output carries the MCP protocol; write the audit log to audit.file instead\n", cfg.Source)
 		return 1
@@ -143,6 +152,9 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	defer stopReloads()
 
 	if *stdio {
+		if *toolset != "" {
+			ctx = gateway.WithToolset(ctx, *toolset)
+		}
 		if err := gw.ServeStdio(ctx, stdin, stdout); err != nil {
 			return 1
 		}
@@ -256,6 +268,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg, err := loadConfig(*cfgPath)
+	if err == nil {
+		err = gateway.CheckCatalog(cfg)
+	}
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1

@@ -71,6 +71,17 @@ type Record struct {
 	ResultBytes int64 `json:"result_bytes"`
 	// Rounds is the number of MRTR rounds the call took (1 for a plain call); 0 is left out.
 	Rounds int `json:"rounds,omitempty"`
+	// Event is set on records that are not a call: "definition_changed" (an upstream serves
+	// a tool or prompt definition other than the approved one) or "definition_held" (a new
+	// one waits for approval); Method is then the list it came in (tools/list, prompts/list),
+	// Rule "pinning", Outcome "served" or "held", and DefinitionHash and ApprovedHash the
+	// hashes of the definition served and of the approved one.
+	Event          string `json:"event,omitempty"`
+	DefinitionHash string `json:"definition_hash,omitempty"`
+	ApprovedHash   string `json:"approved_hash,omitempty"`
+	// RateLimit names the rate limit that refused the call ("rateLimits[0]"); empty when
+	// none did.
+	RateLimit string `json:"rate_limit,omitempty"`
 	// TraceID and SpanID identify the request's server span (hex), when traced or when the
 	// client sent a trace context.
 	TraceID string `json:"trace_id,omitempty"`
@@ -79,6 +90,9 @@ type Record struct {
 	// any value encoding/json can marshal (such as the map[string]string of prompts/get). The
 	// Log records them as the config says: see config.Audit.Arguments. Nil: none.
 	Arguments any `json:"-"`
+	// Plugins are the hook plugins' decisions on the call (plugins.Decision values), when
+	// some plugin covers it: what each did, its rule and counts, never the values it found.
+	Plugins any `json:"plugins,omitempty"`
 }
 
 // line is the JSON form of a Record.

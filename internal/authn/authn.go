@@ -51,6 +51,19 @@ type Identity struct {
 
 	// verifier is the fingerprint of the JWT settings that verified a JWT (jwtVerifier.id).
 	verifier string
+	// token is the JWT itself, for a token exchange (SubjectToken); "" for API keys. Never
+	// logged or serialized.
+	token string
+}
+
+// SubjectToken returns the JWT id was authenticated with, for an RFC 8693 token exchange
+// with the upstream's authorization server; "" for an API key. It must never be sent to an
+// upstream as a credential of its own, logged or stored.
+func (id *Identity) SubjectToken() string {
+	if id == nil {
+		return ""
+	}
+	return id.token
 }
 
 // Resolve returns the principal that id's credential proves under a, which may be another
@@ -205,7 +218,12 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (*Identi
 		// Not a key, and not a JWT either: three dot-separated parts.
 		return nil, errUnknownKey
 	}
-	return a.jwt.verify(ctx, token)
+	id, err := a.jwt.verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	id.token = token
+	return id, nil
 }
 
 // Close stops the background refresh of the JWKS and waits for it to end. It is idempotent;

@@ -71,8 +71,9 @@ type Config struct {
 	// Args are the tool's arguments, a JSON object. Default
 	// {"message":"hello"}.
 	Args json.RawMessage
-	// Duration bounds the call phase: when it passes, sessions stop after
-	// their call in flight and the report says TimedOut. Default 1 minute.
+	// Duration bounds the call phase: when it passes, the calls in flight
+	// are cancelled (and counted neither as completed nor as errors) and
+	// the report says TimedOut. Default 1 minute.
 	Duration time.Duration
 	// CallTimeout bounds each call, and connecting each session. Default 30s.
 	CallTimeout time.Duration
@@ -84,12 +85,22 @@ type Config struct {
 	// RSSInterval is how often memory is sampled during the call phase.
 	// Default 100ms.
 	RSSInterval time.Duration
+	// Rate, when positive, paces the calls: Rate calls per second offered
+	// in all, each session starting its calls Sessions/Rate seconds apart
+	// (a session whose call took longer starts the next at once). Default
+	// 0: each session calls as fast as its answers come.
+	Rate float64
+	// Token, when set, is sent as a bearer token on every HTTP request.
+	Token string
 }
 
 func (c *Config) withDefaults() (Config, error) {
 	d := *c
 	if (d.Target.URL == "") == (len(d.Target.Command) == 0) {
 		return d, errors.New("loadgen: the target needs exactly one of a URL and a command")
+	}
+	if d.Rate < 0 {
+		return d, fmt.Errorf("loadgen: rate (%g) must not be negative", d.Rate)
 	}
 	if d.Sessions < 0 || d.Calls < 0 {
 		return d, fmt.Errorf("loadgen: sessions (%d) and calls (%d) must not be negative", d.Sessions, d.Calls)
@@ -138,6 +149,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		tr.MaxIdleConns = 4 * cfg.Sessions
 		tr.MaxIdleConnsPerHost = 4 * cfg.Sessions
 		hc = &http.Client{Transport: tr}
+		if cfg.Token != "" {
+			hc.Transport = bearer{token: cfg.Token, rt: tr}
+		}
 		defer tr.CloseIdleConnections()
 	}
 
@@ -258,13 +272,15 @@ func callPhase(ctx context.Context, cfg Config, sessions []*session, rep *Report
 		mu       sync.Mutex
 		all      []time.Duration
 		errCount int
+		toolErrs int
 		samples  []string
 	)
-	record := func(lat []time.Duration, errs []string, n int) {
+	record := func(lat []time.Duration, errs []string, n, te int) {
 		mu.Lock()
 		defer mu.Unlock()
 		all = append(all, lat...)
 		errCount += n
+		toolErrs += te
 		for _, e := range errs {
 			if len(samples) < maxErrorSamples && !slices.Contains(samples, e) {
 				samples = append(samples, e)
@@ -277,32 +293,38 @@ func callPhase(ctx context.Context, cfg Config, sessions []*session, rep *Report
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, cfg.Calls/len(sessions)+1)
 			var errs []string
-			n := 0
+			n, te := 0, 0
 			params := &mcp.CallToolParams{Name: cfg.Tool, Arguments: cfg.Args}
-			for tickets.Add(1) <= int64(cfg.Calls) && ctx.Err() == nil {
+			pace := newPacer(cfg.Rate, len(sessions))
+			for tickets.Add(1) <= int64(cfg.Calls) && pace.wait(ctx) {
 				cctx, ccancel := context.WithTimeout(ctx, cfg.CallTimeout)
 				t0 := time.Now()
 				res, err := s.cs.CallTool(cctx, params)
 				d := time.Since(t0)
 				ccancel()
 				switch {
+				case err != nil && ctx.Err() != nil:
+					// Cut by the end of the run (Duration, or ctx): neither
+					// a success nor the target's failure.
 				case err != nil:
 					n++
 					errs = append(errs, err.Error())
 				case res.IsError:
 					n++
+					te++
 					errs = append(errs, "tool error: "+contentText(res.Content))
 				default:
 					lat = append(lat, d)
 				}
 			}
-			record(lat, errs, n)
+			record(lat, errs, n, te)
 		})
 	}
 	wg.Wait()
 	rep.Elapsed = time.Since(start)
 	rep.Completed = len(all)
 	rep.Errors = errCount
+	rep.ToolErrors = toolErrs
 	rep.ErrorSamples = samples
 	rep.TimedOut = ctx.Err() != nil && len(all)+errCount < cfg.Calls
 	if s := rep.Elapsed.Seconds(); s > 0 {

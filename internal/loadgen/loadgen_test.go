@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -187,8 +189,31 @@ func TestRunToolErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Errors != 10 || rep.Completed != 0 || len(rep.ErrorSamples) != 1 || !strings.Contains(rep.ErrorSamples[0], fixture.ErrorText) {
+	if rep.Errors != 10 || rep.ToolErrors != 10 || rep.Completed != 0 || len(rep.ErrorSamples) != 1 || !strings.Contains(rep.ErrorSamples[0], fixture.ErrorText) {
 		t.Errorf("report = %+v, want 10 tool errors with one sample", rep)
+	}
+}
+
+// TestRunPacedWithAToken: a paced run makes its calls, and sends its
+// bearer token on every request.
+func TestRunPacedWithAToken(t *testing.T) {
+	var seen, without atomic.Int64
+	h := fixture.Handler(fixture.NewServer(nil))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer k" {
+			seen.Add(1)
+		} else {
+			without.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	rep, err := Run(context.Background(), Config{Target: Target{URL: srv.URL + "/mcp"}, Sessions: 2, Calls: 10, Rate: 1000, Token: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Completed != 10 || rep.ToolErrors != 0 || seen.Load() < 10 || without.Load() != 0 {
+		t.Errorf("report = %+v; requests with the token %d, without %d", rep, seen.Load(), without.Load())
 	}
 }
 

@@ -19,6 +19,9 @@ type Report struct {
 	Calls     int `json:"calls"`
 	Completed int `json:"completed"`
 	Errors    int `json:"errors"`
+	// ToolErrors are the Errors that were tool results with isError (such
+	// as a gateway's rate limit refusals).
+	ToolErrors int `json:"tool_errors"`
 	// ErrorSamples are up to 5 distinct error messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	// TimedOut is set when the call phase hit Config.Duration first.
@@ -89,7 +92,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	p("target\t%s\n", r.Target)
 	p("tool\t%s\n", r.Tool)
 	p("sessions\t%d\n", r.Sessions)
-	p("calls\t%d asked, %d ok, %d errors", r.Calls, r.Completed, r.Errors)
+	p("calls\t%d asked, %d ok, %d errors (%d tool errors)", r.Calls, r.Completed, r.Errors, r.ToolErrors)
 	if r.TimedOut {
 		p(" (stopped by the duration bound)")
 	}

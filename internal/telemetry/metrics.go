@@ -69,6 +69,7 @@ type Metrics struct {
 	denySets   setCache[denyKey]
 	reloadOK   []metric.AddOption
 	reloadFail []metric.AddOption
+	traffic    trafficInstruments // traffic.go
 }
 
 type opKey struct{ method, server, errType string }
@@ -121,6 +122,9 @@ func newMetrics(m metric.Meter) (*Metrics, error) {
 			kv = append(kv, semconv.ErrorTypeKey.String(k.errType))
 		}
 		return attribute.NewSet(kv...)
+	}
+	if err := ms.traffic.init(m); err != nil {
+		return nil, err
 	}
 	ms.serverSets.build = func(server string) attribute.Set { return attribute.NewSet(ServerKey.String(server)) }
 	ms.denySets.build = func(k denyKey) attribute.Set {

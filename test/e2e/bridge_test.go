@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,15 +21,10 @@ import (
 // sampling/createMessage and elicitation/create requests.
 func TestBridgeNode(t *testing.T) {
 	requireNode(t)
-	nm := filepath.Join(nodeDir, "node_modules", "@modelcontextprotocol")
-	cfg := writeConfig(t, fmt.Sprintf(`
-mcpServers:
-  everything:
-    command: node
-    args: [%q, stdio]
+	cfg := writeConfig(t, everythingServer()+`
 gateway:
   timeouts: { call: 30s }
-`, filepath.Join(nm, "server-everything", "dist", "index.js")))
+`)
 	g := startGateway(t, "--config", cfg)
 	waitForTool(t, g, "everything__trigger-elicitation-request")
 

@@ -581,6 +581,23 @@ async function main() {
         complete: (s, c) => request('completion/complete', withMeta({ ref: s.ref, argument: s.argument, ...(s.context !== undefined ? { context: s.context } : {}) }, s), s, c),
         setLoggingLevel: (s, c) => request('logging/setLevel', withMeta({ level: s.level }, s), s, c),
         ping: (s, c) => request('ping', undefined, s, c),
+        // Progressive discovery as a host drives it, with the SDK's own
+        // listTools and callTool: list, search (s.query), take the first
+        // hit, describe it, call it through the call meta-tool with
+        // s.arguments. s.search, s.describe, s.call name the meta-tools.
+        discover: async s => {
+            const listed = (await client.listTools()).tools.map(t => t.name);
+            for (const name of [s.search, s.describe, s.call]) {
+                if (!listed.includes(name)) throw Object.assign(new Error('usage'), { rpc: { code: null, message: `${name} is not listed: ${listed}`, local: true } });
+            }
+            const search = await client.callTool({ name: s.search, arguments: { query: s.query } });
+            const hits = search.structuredContent?.tools ?? [];
+            if (search.isError || hits.length === 0) throw Object.assign(new Error('no hit'), { rpc: { code: null, message: `search found nothing: ${JSON.stringify(search)}`, local: true } });
+            const picked = hits[0].name;
+            const describe = await client.callTool({ name: s.describe, arguments: { name: picked } });
+            const call = await client.callTool({ name: s.call, arguments: { name: picked, arguments: s.arguments ?? {} } });
+            return { listed, hits: hits.map(h => h.name), picked, describe, call };
+        },
         // Escape hatches: any request / notification, verbatim.
         request: (s, c) => request(s.method, s.params, s, c),
         notify: async s => {

@@ -10,6 +10,8 @@
 //	/sse       the legacy HTTP+SSE transport
 //	/cut/mcp   streamable HTTP that drops the connection of every tools/call
 //	/tokens    the token query parameters received so far (JSON)
+//	/grow/mcp  streamable HTTP, another server: its tool grow adds a tool
+//	           grown-N (N = 1, 2, …), whose list_changed reaches every session
 package main
 
 import (
@@ -78,6 +80,7 @@ func handler() http.Handler {
 		mu     sync.Mutex
 		tokens = []string{}
 	)
+	mux.Handle("/grow/mcp", mcp.NewStreamableHTTPHandler(growing(), nil))
 	mux.HandleFunc("/tokens", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -91,4 +94,25 @@ func handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// growing returns the getServer of /grow/mcp: one server whose tool grow
+// adds a tool to it.
+func growing() func(*http.Request) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "e2e-grow"}, nil)
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	mcp.AddTool(s, &mcp.Tool{Name: "grow"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		n++
+		name := fmt.Sprintf("grown-%d", n)
+		mu.Unlock()
+		mcp.AddTool(s, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil, nil
+		})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil, nil
+	})
+	return func(*http.Request) *mcp.Server { return s }
 }

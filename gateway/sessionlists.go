@@ -1,0 +1,305 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/policy"
+	"github.com/manifold-mcp/manifold/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// Per-client catalogs (`lists: per-client`; docs/architecture.md,
+// Per-client catalogs). A session's lists of such a server come from its
+// own dedicated upstream session, which lists like a pool upstream
+// (opened on the session's first list, within the connect timeout, a few
+// at a time). The session gets its own routing generation: the global
+// one's upstreams with its dedicated sessions in place of those servers'
+// pool upstreams, merged as the global one is (buildRoutes), so names,
+// URIs, policy and collisions work as everywhere. Its calls resolve in it;
+// a name only it knows is taken before the SDK, which knows only the
+// global names. A list_changed from its dedicated session rebuilds it and
+// reaches that session only. Sessions without such servers, and
+// sessionless 2026-07-28 clients, use the global generation.
+
+// maxListOpens bounds the dedicated sessions being opened for lists at
+// once, gateway-wide.
+const maxListOpens = 8
+
+// sessionRoutes is one session's routing generation.
+type sessionRoutes struct {
+	base *routes // the global generation it was built from
+	// catalogs are those of its dedicated sessions it was built from,
+	// written before r is stored.
+	catalogs map[*upstream.Upstream]*upstream.Catalog
+	r        atomic.Pointer[routes]
+	// prev is the generation it replaces, which calls use until r is
+	// built.
+	prev  *routes
+	stale atomic.Bool // its dedicated sessions' lists changed since
+}
+
+// perClientListed returns the names of the servers of ups with per-client
+// lists, or nil.
+func perClientListed(ups []*upstream.Upstream) []string {
+	var out []string
+	for _, up := range ups {
+		if up.Config().ListsMode() == config.ListsPerClient {
+			out = append(out, up.Name())
+		}
+	}
+	return out
+}
+
+// builtRoutes returns the routing generation ss has built, or nil.
+func (g *Gateway) builtRoutes(ss *mcp.ServerSession) *routes {
+	if ss == nil {
+		return nil
+	}
+	if v, ok := g.sessLists.Load(ss); ok {
+		return v.(*sessionRoutes).current()
+	}
+	return nil
+}
+
+// current returns the generation built, or the one it replaces while it is
+// being built (nil for the first).
+func (sr *sessionRoutes) current() *routes {
+	if r := sr.r.Load(); r != nil {
+		return r
+	}
+	return sr.prev
+}
+
+// routesOf returns the routing generation of the session of req: the
+// global one, or the session's own when a server has per-client lists,
+// built (or rebuilt after a change) now; build is false for calls, which
+// use what the session listed from.
+func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *routes {
+	global := g.routes.Load()
+	if global.listedPerClient == nil {
+		return global
+	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if ss == nil {
+		return global
+	}
+	var prev *routes
+	if v, ok := g.sessLists.Load(ss); ok {
+		sr := v.(*sessionRoutes)
+		prev = sr.current()
+		switch r := sr.r.Load(); {
+		case !build && prev != nil:
+			return prev
+		case !build:
+			return global // its first list is being built
+		case r != nil && sr.base == global && !sr.stale.Load():
+			return r
+		}
+	} else if !build {
+		return global
+	}
+	var from downstream
+	if cr, ok := req.(callerRequest); ok {
+		from = fromRequest(cr)
+	} else if ip := ss.InitializeParams(); ip != nil {
+		from = downstream{ss: ss, caps: ip.Capabilities, version: ip.ProtocolVersion}
+	}
+	if _, version := from.client(); version == "" || mcpx.Stateless(version) {
+		return global // a sessionless 2026-07-28 request
+	}
+	pr, known := principal(ctx, g.current().access, req)
+	sr := &sessionRoutes{base: global, prev: prev}
+	g.sessLists.Store(ss, sr) // before connecting: a change during it marks it stale
+	ups := slices.Clone(g.pool.serving())
+	byUp := map[*upstream.Upstream]*upstream.Upstream{}
+	for i, up := range ups {
+		if !slices.Contains(global.listedPerClient, up.Name()) {
+			continue
+		}
+		d, err := g.listingSession(ctx, pr, known, from, up)
+		if err != nil {
+			g.log.Warn("per-client lists: no session of the server for this client", zap.String(keyServer, up.Name()), zap.Error(err))
+			ups[i] = nil
+			continue
+		}
+		ups[i], byUp[d.up] = d.up, up
+	}
+	ups = slices.DeleteFunc(ups, func(u *upstream.Upstream) bool { return u == nil })
+	sr.catalogs = make(map[*upstream.Upstream]*upstream.Catalog, len(byUp))
+	for up := range byUp {
+		sr.catalogs[up] = up.Catalog() // before the merge reads them: a later change is seen
+	}
+	snap := g.current()
+	r, problems := buildRoutes(ups, snap.cfg.Servers, snap.ns, instructionsHeader, nil)
+	for _, p := range problems {
+		// This session's own: not in the gateway's problems, which /status
+		// shows to every operator as the shared lists' state.
+		g.log.Warn("upstream item skipped in a session's lists", zap.String(keyServer, p.server), zap.String(keyReason, p.String()))
+	}
+	r.listedPerClient = global.listedPerClient
+	rebase(r, byUp)
+	sr.r.Store(r)
+	return r
+}
+
+// isList reports whether req lists (what builds a session's generation:
+// initialize and server/discover do not open upstream sessions).
+func isList(req mcp.Request) bool {
+	switch req.(type) {
+	case *mcp.ListToolsRequest, *mcp.ListPromptsRequest, *mcp.ListResourcesRequest, *mcp.ListResourceTemplatesRequest:
+		return true
+	}
+	return false
+}
+
+// listingSession opens (or finds) the dedicated session of base for the
+// client from, within the connect timeout and maxListOpens.
+func (g *Gateway) listingSession(ctx context.Context, pr *policy.Principal, known bool, from downstream, base *upstream.Upstream) (*dedicated, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.current().cfg.Gateway.Timeouts.Connect)
+	defer cancel()
+	select {
+	case g.listOpens <- struct{}{}:
+		defer func() { <-g.listOpens }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.dedicatedFor(ctx, pr, known, from, base)
+}
+
+// rebase points the routes of r at the pool upstreams: a route to a
+// dedicated session goes to its base, which the upstream session stage
+// turns into the caller's dedicated session again.
+func rebase(r *routes, byUp map[*upstream.Upstream]*upstream.Upstream) {
+	for _, m := range []map[string]route{r.tools, r.prompts} {
+		for k, rt := range m {
+			if b := byUp[rt.up]; b != nil {
+				rt.up = b
+				m[k] = rt
+			}
+		}
+	}
+	for _, m := range []map[string]*upstream.Upstream{r.byPrefix, r.byName} {
+		for k, up := range m {
+			if b := byUp[up]; b != nil {
+				m[k] = b
+			}
+		}
+	}
+}
+
+// sessionListsChanged is the OnChange of a dedicated session that lists:
+// the session's generation is rebuilt at its next list, and the session
+// alone is told its lists changed.
+func (g *Gateway) sessionListsChanged(up *upstream.Upstream) {
+	d := g.perClient.dedicatedOf(up)
+	if d == nil || d.owner.ss == nil {
+		return
+	}
+	v, ok := g.sessLists.Load(d.owner.ss)
+	if !ok {
+		return // it has not listed yet
+	}
+	sr := v.(*sessionRoutes)
+	if sr.r.Load() == nil {
+		return // it is listing now (catalogs is written before r)
+	}
+	old, cur := sr.catalogs[up], up.Catalog()
+	if old == cur {
+		return // only the state changed
+	}
+	sr.stale.Store(true)
+	changed := [3]bool{true, true, true}
+	if old != nil && cur != nil {
+		// A refresh keeps the lists it did not fetch again.
+		changed = [3]bool{!sameSlice(old.Tools, cur.Tools), !sameSlice(old.Prompts, cur.Prompts),
+			!sameSlice(old.Resources, cur.Resources) || !sameSlice(old.Templates, cur.Templates)}
+	}
+	for i, token := range listChangedTokens {
+		if changed[i] {
+			// Sent as a marked progress notification that sessionNotices
+			// turns into the list_changed: the SDK sends those to every
+			// session.
+			_ = d.owner.ss.NotifyProgress(context.Background(), &mcp.ProgressNotificationParams{ProgressToken: token})
+		}
+	}
+}
+
+// sameSlice reports whether a and b are the same slice (not only equal).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// listChangedTokens mark the progress notifications that sessionNotices
+// sends as list_changed: tokens no client can have sent (a client's
+// progress tokens are relayed as they are, and these hold a NUL).
+var listChangedTokens = []string{"\x00manifold/tools", "\x00manifold/prompts", "\x00manifold/resources"}
+
+// sessionNotices is a sending middleware: a progress notification marked
+// by sessionListsChanged leaves as the list_changed it stands for.
+func (g *Gateway) sessionNotices(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "notifications/progress" {
+			return next(ctx, method, req)
+		}
+		p, ok := req.GetParams().(*mcp.ProgressNotificationParams)
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if !ok || ss == nil {
+			return next(ctx, method, req)
+		}
+		switch p.ProgressToken {
+		case listChangedTokens[0]:
+			return next(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}})
+		case listChangedTokens[1]:
+			return next(ctx, "notifications/prompts/list_changed", &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{}})
+		case listChangedTokens[2]:
+			return next(ctx, "notifications/resources/list_changed", &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{}})
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// sessionOnlyCall serves a tools/call or prompts/get whose name only the
+// session's own generation knows: the SDK would refuse it as unregistered.
+// ok is false for any other request.
+func (g *Gateway) sessionOnlyCall(ctx context.Context, req mcp.Request) (_ mcp.Result, ok bool, _ error) {
+	global := g.routes.Load()
+	if global.listedPerClient == nil {
+		return nil, false, nil
+	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	r := g.builtRoutes(ss)
+	if r == nil {
+		return nil, false, nil
+	}
+	var name string
+	var known, mine map[string]route
+	var serve func() (mcp.Result, error)
+	switch req := req.(type) {
+	case *mcp.CallToolRequest:
+		if req.Params != nil {
+			name, known, mine = req.Params.Name, global.tools, r.tools
+			serve = func() (mcp.Result, error) { return g.callTool(ctx, req) }
+		}
+	case *mcp.GetPromptRequest:
+		if req.Params != nil {
+			name, known, mine = req.Params.Name, global.prompts, r.prompts
+			serve = func() (mcp.Result, error) { return g.getPrompt(ctx, req) }
+		}
+	}
+	if serve == nil {
+		return nil, false, nil
+	}
+	if _, ok := known[name]; ok {
+		return nil, false, nil // the SDK knows it
+	}
+	if _, ok := mine[name]; !ok {
+		return nil, false, nil
+	}
+	res, err := serve()
+	return res, true, err
+}

@@ -1,0 +1,83 @@
+package plugins
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// hclogTo returns an hclog logger for go-plugin that writes to log: go-plugin
+// logs through it, and relays the plugin's own hclog lines (JSON on its
+// stderr) through it at their level.
+func hclogTo(log *zap.Logger) hclog.Logger {
+	level := hclog.Info
+	if log.Core().Enabled(zapcore.DebugLevel) {
+		level = hclog.Debug
+	}
+	return hclog.New(&hclog.LoggerOptions{Output: zapWriter(log), JSONFormat: true, Level: level})
+}
+
+// lines splits what is written to it into lines and hands each to line.
+type lines struct {
+	line func([]byte)
+	mu   sync.Mutex
+	buf  []byte
+}
+
+func (w *lines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// zapWriter takes hclog's JSON lines and writes each to log at its
+// level, with its fields.
+func zapWriter(log *zap.Logger) *lines {
+	return &lines{line: func(b []byte) { logHCLine(log, b) }}
+}
+
+func logHCLine(log *zap.Logger, b []byte) {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		log.Info(string(b))
+		return
+	}
+	msg, _ := m["@message"].(string)
+	lvl, _ := m["@level"].(string)
+	fields := make([]zap.Field, 0, len(m))
+	for k, v := range m {
+		if k == "@message" || k == "@level" || k == "@timestamp" || k == "@module" || k == "@caller" || k == "timestamp" {
+			continue
+		}
+		fields = append(fields, zap.Any(k, v))
+	}
+	switch lvl {
+	case "trace", "debug":
+		log.Debug(msg, fields...)
+	case "warn":
+		log.Warn(msg, fields...)
+	case "error":
+		log.Error(msg, fields...)
+	default:
+		log.Info(msg, fields...)
+	}
+}
+
+// lineWriter logs each line written to it (a plugin's stdout and stderr as
+// go-plugin relays them).
+func lineWriter(log *zap.Logger, stream string) *lines {
+	return &lines{line: func(b []byte) { log.Info(string(b), zap.String("stream", stream)) }}
+}
