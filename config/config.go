@@ -237,6 +237,8 @@ type Gateway struct {
 	Timeouts Timeouts
 	Backoff  Backoff
 	Log      Log
+	// Cluster (key "cluster") turns on cluster mode; see Cluster.
+	Cluster Cluster
 	// Discovery (key "discovery") chooses full or progressive tool discovery.
 	Discovery Discovery
 	// TokenStore (key "tokenStore") keeps per-principal upstream tokens; see TokenStore.

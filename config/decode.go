@@ -94,6 +94,7 @@ func gatewayFields(g *Gateway) []field {
 			{name: "level", ptr: &g.Log.Level},
 			{name: "format", ptr: &g.Log.Format},
 		}},
+		{name: "cluster", sub: clusterFields(&g.Cluster)},
 		{name: "tokenStore", sub: tokenStoreFields(&g.TokenStore)},
 	}
 }

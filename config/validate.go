@@ -253,6 +253,8 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 	default:
 		v.add("gateway.log.format", "must be json or console")
 	}
+	v.cluster(&g.Cluster)
+	v.fileStores(g)
 }
 
 // listen checks the listen address and that a non-loopback one is authenticated or

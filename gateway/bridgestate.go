@@ -55,8 +55,36 @@ var errBadState = errors.New("invalid requestState")
 
 // stateSigner signs and verifies requestStates with key, 32 random bytes
 // (newStateKey) that bridge.init sets once.
+//
+// In cluster mode (clusterSigner) the key is derived from the cluster
+// secret, so that every replica verifies a state, previous keys are still
+// accepted, and the payload names the replica that parked the call: its
+// boot id and advertised address follow the 20 bytes above, then a
+// 16-byte route tag (HMAC of the payload alone), then the MAC. The route
+// tag lets a replica that cannot verify the MAC (it needs the call's
+// principal) trust the owner enough to forward the retry there (stateRoute).
 type stateSigner struct {
-	key []byte
+	key   []byte
+	keys  func() [][]byte // cluster mode: the keys, the issuing one first (rotated at reload)
+	owner string          // cluster mode: this replica's advertised address
+	boot  uint64          // cluster mode: this process's boot id
+}
+
+// routeTagLen is the size of a cluster state's route tag.
+const routeTagLen = 16
+
+// clusterSigner returns the signer of cluster mode: keys returns the keys
+// (the issuing one first), owner and boot are this process's.
+func clusterSigner(keys func() [][]byte, owner string, boot uint64) stateSigner {
+	return stateSigner{keys: keys, owner: owner, boot: boot}
+}
+
+// all returns the keys a state may verify under, the signing one first.
+func (s *stateSigner) all() [][]byte {
+	if s.keys != nil {
+		return s.keys()
+	}
+	return [][]byte{s.key}
 }
 
 // newStateKey returns a random HMAC key.
@@ -90,12 +118,48 @@ func isBridgeState(s string) bool { return strings.HasPrefix(s, bridgeStatePrefi
 // sign returns the requestState naming st, for method, name and owner
 // (principal, as bindOwner makes it).
 func (s *stateSigner) sign(st bridgeState, method, name, principal string) string {
-	var buf [statePayloadLen + stateMACLen]byte
+	key := s.all()[0]
+	buf := make([]byte, statePayloadLen, statePayloadLen+8+len(s.owner)+routeTagLen+stateMACLen)
 	binary.BigEndian.PutUint64(buf[0:8], st.id)
 	binary.BigEndian.PutUint32(buf[8:12], st.round)
 	binary.BigEndian.PutUint64(buf[12:20], uint64(st.expires.UnixMilli()))
-	s.mac(buf[statePayloadLen:statePayloadLen], buf[:statePayloadLen], method, name, principal)
-	return bridgeStatePrefix + base64.RawURLEncoding.EncodeToString(buf[:])
+	signed := statePayloadLen
+	if s.owner != "" {
+		buf = binary.BigEndian.AppendUint64(buf, s.boot)
+		buf = append(buf, s.owner...)
+		buf = routeTag(buf, key, buf)
+		signed = len(buf)
+	}
+	buf = mac(buf, key, buf[:signed], method, name, principal)
+	return bridgeStatePrefix + base64.RawURLEncoding.EncodeToString(buf)
+}
+
+// routeTag appends to dst the route tag of a cluster state's payload.
+func routeTag(dst, key, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("route:" + bridgeStatePrefix))
+	m.Write(payload)
+	return m.Sum(dst)[:len(dst)+routeTagLen]
+}
+
+// stateRoute returns the replica (advertised address and boot id) that
+// parked the call a cluster state names, when its route tag verifies under
+// one of keys; ok is false for anything else, which the bridge then
+// refuses wherever it lands.
+func stateRoute(state string, keys [][]byte) (owner string, boot uint64, ok bool) {
+	enc, ok := strings.CutPrefix(state, bridgeStatePrefix)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(enc)
+	if !ok || err != nil || len(raw) <= statePayloadLen+8+routeTagLen+stateMACLen {
+		return "", 0, false
+	}
+	tagged := raw[:len(raw)-stateMACLen]
+	payload, tag := tagged[:len(tagged)-routeTagLen], tagged[len(tagged)-routeTagLen:]
+	for _, k := range keys {
+		if hmac.Equal(tag, routeTag(nil, k, payload)) {
+			return string(payload[statePayloadLen+8:]), binary.BigEndian.Uint64(payload[statePayloadLen:]), true
+		}
+	}
+	return "", 0, false
 }
 
 // verify checks state for a retry of method on name by principal (the
@@ -106,13 +170,34 @@ func (s *stateSigner) verify(state, method, name, principal string, now time.Tim
 	// verifies.
 	enc, ok := strings.CutPrefix(state, bridgeStatePrefix)
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(enc)
-	if !ok || err != nil || len(raw) != statePayloadLen+stateMACLen {
+	want := statePayloadLen + stateMACLen
+	if s.owner != "" {
+		want = len(raw) // checked below: a cluster state's owner varies in length
+		if len(raw) <= statePayloadLen+8+routeTagLen+stateMACLen {
+			want = -1
+		}
+	}
+	if !ok || err != nil || len(raw) != want {
 		return bridgeState{}, fmt.Errorf("%w: malformed", errBadState)
 	}
-	payload, got := raw[:statePayloadLen], raw[statePayloadLen:]
-	want := s.mac(make([]byte, 0, stateMACLen), payload, method, name, principal)
-	if !hmac.Equal(got, want) {
+	signed, got := raw[:len(raw)-stateMACLen], raw[len(raw)-stateMACLen:]
+	verified := false
+	for _, k := range s.all() {
+		if hmac.Equal(got, mac(make([]byte, 0, stateMACLen), k, signed, method, name, principal)) {
+			verified = true
+			break
+		}
+	}
+	if !verified {
 		return bridgeState{}, fmt.Errorf("%w: it was not issued for this %s of %q by this principal, or was altered", errBadState, method, name)
+	}
+	payload := signed[:statePayloadLen]
+	if s.owner != "" {
+		at := signed[statePayloadLen : len(signed)-routeTagLen]
+		owner, boot := string(at[8:]), binary.BigEndian.Uint64(at[:8])
+		if owner != s.owner || boot != s.boot {
+			return bridgeState{}, fmt.Errorf("%w: the replica that held its call (%s) restarted or is gone, and the call with it; call again without requestState", errBadState, owner)
+		}
 	}
 	st := bridgeState{
 		id:      binary.BigEndian.Uint64(payload[0:8]),
@@ -125,10 +210,10 @@ func (s *stateSigner) verify(state, method, name, principal string, now time.Tim
 	return st, nil
 }
 
-// mac appends to dst the HMAC of payload bound to method, name and
-// principal.
-func (s *stateSigner) mac(dst, payload []byte, method, name, principal string) []byte {
-	m := hmac.New(sha256.New, s.key)
+// mac appends to dst the HMAC under key of payload bound to method, name
+// and principal.
+func mac(dst, key, payload []byte, method, name, principal string) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(bridgeStatePrefix))
 	m.Write(payload)
 	m.Write([]byte(method))

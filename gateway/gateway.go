@@ -23,6 +23,7 @@ import (
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/cluster"
 	"github.com/manifold-mcp/manifold/internal/lifecycle"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
@@ -147,6 +148,11 @@ type Gateway struct {
 
 	// clients are the downstream HTTP sessions, by principal (clients.go).
 	clients clients
+	// cluster is this replica's node in cluster mode, nil otherwise
+	// (cluster.go); fixed at New. store is the store replicas share
+	// (gateway.cluster.store), nil without one.
+	cluster *cluster.Node
+	store   *cluster.RedisStore
 	// plugins runs the hook plugins of the config in force (plugins.go).
 	plugins *plugins.Host
 }
@@ -186,6 +192,17 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 		life:      lifecycle.New(o.Logger.Named("gateway")),
 	}
 	g.clients.wake = make(chan struct{}, 1)
+	if g.cluster, err = newClusterNode(&cfg.Gateway, o.Logger); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.store, err = openClusterStore(&cfg.Gateway.Cluster); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.cluster != nil {
+		g.bridge.once.Do(func() {
+			g.bridge.signer = clusterSigner(func() [][]byte { return g.cluster.Keys().StateKeys() }, g.cluster.Self(), g.cluster.Boot())
+		})
+	}
 	g.plugins = g.newPluginHost()
 	g.toolsetsSeen.Store(len(cfg.Toolsets) > 0)
 	g.snap.Store(newSnapshot(cfg, an))
@@ -296,6 +313,12 @@ func (g *Gateway) Start(ctx context.Context) {
 	g.applyPlugins(runCtx, g.current().cfg)
 	g.life.Go(g.mergeLoop)
 	g.life.Go(g.sweepIdle)
+	if g.cluster != nil {
+		g.life.Go(g.cluster.Run)
+	}
+	if g.store != nil {
+		g.life.Defer(g.closeStore(ctx))
+	}
 	waitFirstAttempts(ctx, ups, g.current().cfg.Gateway.Timeouts.Connect+time.Second)
 	g.merge()
 	g.started.Store(true)

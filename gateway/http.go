@@ -84,7 +84,14 @@ func (g *Gateway) Handler() http.Handler {
 				return
 			}
 			defer g.clients.remove(cl)
+			if g.cluster != nil {
+				_, p := principalOf(r)
+				w = &sseTokens{ResponseWriter: w, g: g, p: p} // cluster.go
+			}
 			sse.ServeHTTP(w, r.WithContext(context.WithValue(ctx, clientKey{}, cl)))
+			return
+		}
+		if g.cluster != nil && !g.clusterSSE(w, r) {
 			return
 		}
 		sse.ServeHTTP(w, r)

@@ -58,6 +58,14 @@ func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, sdk htt
 		http.Error(w, fmt.Sprintf("failed to read body: %v", err), http.StatusBadRequest)
 		return
 	}
+	if g.cluster != nil && g.clusterStateless(w, r, body, sdk) {
+		return // another replica's (cluster.go)
+	}
+	g.serveStatelessBody(w, r, body, sdk)
+}
+
+// serveStatelessBody serves a 2026-07-28 POST whose body was read.
+func (g *Gateway) serveStatelessBody(w http.ResponseWriter, r *http.Request, body []byte, sdk http.Handler) {
 	env, err := envelope.Scan(body)
 	id, _ := r.Context().Value(identityCtxKey{}).(*authn.Identity)
 	f := statelessFront{id: id}

@@ -158,6 +158,9 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 			return fmt.Errorf("%s: auth: %w", cfg.Source, err)
 		}
 	}
+	if err := g.rotateCluster(cfg, old.cfg); err != nil {
+		return fmt.Errorf("%s: %w", cfg.Source, err)
+	}
 	level, err := zapcore.ParseLevel(cfg.Gateway.Log.Level)
 	if err != nil {
 		return fmt.Errorf("%s: gateway.log.level: %w", cfg.Source, err) // Validate checks it
@@ -236,6 +239,9 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 	if !reflect.DeepEqual(cfg.Telemetry, running.Telemetry) {
 		keys = append(keys, "telemetry")
 	}
+	if clusterRestartOnly(gw.Cluster, old.Cluster) {
+		keys = append(keys, "gateway.cluster") // but its secrets: rotateCluster
+	}
 	if len(keys) == 0 {
 		return cfg, nil, nil
 	}
@@ -244,6 +250,7 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 	pinned.Gateway.Log.Format = old.Log.Format
 	pinned.Gateway.Timeouts.IdleConnection = old.Timeouts.IdleConnection
 	pinned.Audit, pinned.Telemetry = running.Audit, running.Telemetry
+	pinned.Gateway.Cluster = pinCluster(gw.Cluster, old.Cluster)
 	if err := pinned.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("with the running values of %s, which apply only at restart (gateway.listen %s): %w",
 			strings.Join(keys, ", "), old.Listen, err)

@@ -83,7 +83,11 @@ func (g *Gateway) serveSessions(w http.ResponseWriter, r *http.Request) {
 // principal opened (403). Every request of an existing session goes
 // through it, whichever path serves the request.
 func (g *Gateway) session(w http.ResponseWriter, r *http.Request, unit int64) (*client, bool) {
-	v, ok := g.clients.byID.Load(r.Header.Get(sessionIDHeader))
+	sid := r.Header.Get(sessionIDHeader)
+	if g.cluster != nil && !g.clusterSession(w, r, sid) {
+		return nil, false // another replica's, or refused (cluster.go)
+	}
+	v, ok := g.clients.byID.Load(sid)
 	if !ok {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return nil, false
@@ -191,7 +195,16 @@ func (g *Gateway) openSession(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	cl, ok := g.openClient(w, r, kindStreamable, nil, rand.Text())
+	sid := rand.Text()
+	if g.cluster != nil {
+		var err error
+		if sid, err = g.newSessionID(r); err != nil {
+			g.log.Error("issuing a session id", zap.Error(err))
+			http.Error(w, "failed connection", http.StatusInternalServerError)
+			return
+		}
+	}
+	cl, ok := g.openClient(w, r, kindStreamable, nil, sid)
 	if !ok {
 		return
 	}

@@ -34,6 +34,21 @@ if ! command -v chromium >/dev/null; then
   fi
 fi
 
+# The cluster store's test (internal/cluster) runs Debian's redis-server, and
+# the cluster e2e test also goes through HAProxy when it is installed: CI
+# installs both; elsewhere the store test skips without redis-server.
+if ! command -v redis-server >/dev/null || ! command -v haproxy >/dev/null; then
+  if [ "${CI:-}" = true ]; then
+    echo "== apt-get install redis-server haproxy"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server haproxy
+  elif ! command -v redis-server >/dev/null; then
+    echo "test.sh: redis-server is not installed; the cluster store test skips (apt-get install redis-server)" >&2
+  fi
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/node/*'))
 if [ -n "$unformatted" ]; then
@@ -81,6 +96,7 @@ if [ "$fuzztime" != "0" ]; then
     ./plugins/builtin/guard:FuzzURLAllowList ./plugins/builtin/guard:FuzzPathTraversal \
     ./internal/upcred:FuzzFileStoreOpen \
     ./config:FuzzParseRate ./internal/pins:FuzzParse \
+    ./internal/cluster:FuzzOpen ./internal/cluster:FuzzHop \
     ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
