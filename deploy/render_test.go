@@ -181,15 +181,15 @@ func TestChartVariants(t *testing.T) {
 	if len(cl.hpas) != 1 || cl.hpas[0].Spec.ScaleTargetRef.Name != d.Name || *cl.hpas[0].Spec.MinReplicas != 3 {
 		t.Errorf("cluster: want an HPA scaling the Deployment from 3")
 	}
-	env := map[string]corev1.EnvVar{}
-	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		env[e.Name] = e
-	}
+	env := envOf(d.Spec.Template.Spec.Containers[0])
 	if e := env["MANIFOLD_GATEWAY__CLUSTER__ADVERTISE"]; e.Value != "$(POD_IP):8080" || env["POD_IP"].ValueFrom == nil {
 		t.Errorf("cluster: advertise = %q, want the pod IP and port", e.Value)
 	}
 	if e := env["MANIFOLD_GATEWAY__CLUSTER__PREVIOUSSECRETS"]; e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "manifold-cluster" || e.ValueFrom.SecretKeyRef.Key != "previous" {
 		t.Errorf("cluster: previous secrets must come from the cluster Secret, got %+v", e)
+	}
+	if e := env["MANIFOLD_GATEWAY__CLUSTER__PEERSDNS"]; !strings.HasPrefix(e.Value, d.Name+"-peers.") || !strings.HasSuffix(e.Value, ".svc.cluster.local:8080") {
+		t.Errorf("cluster: peersDNS = %q, want the headless Service's name and port", e.Value)
 	}
 	secretPath := env["MANIFOLD_GATEWAY__CLUSTER__SECRETFILE"].Value
 	if got := secretVolumeFile(d, secretPath); got != "manifold-cluster/secret" {
@@ -315,10 +315,12 @@ func checkConfig(t *testing.T, d *appsv1.Deployment, r *rendered) {
 	text = strings.ReplaceAll(text, "/var/run/secrets/", filepath.Join(root, "/var/run/secrets")+"/")
 	var environ []string
 	for _, e := range c.Env {
-		// Cluster mode's keys are checked by TestChartVariants; the gateway.cluster section
-		// belongs to the cluster-mode change of the gateway.
-		if strings.HasPrefix(e.Name, "MANIFOLD_") && e.ValueFrom == nil && !strings.HasPrefix(e.Name, "MANIFOLD_GATEWAY__CLUSTER__") {
-			environ = append(environ, e.Name+"="+e.Value)
+		// Kubernetes expands $(POD_IP) when it starts the container; the secret paths are
+		// the mounted files materialised above.
+		if strings.HasPrefix(e.Name, "MANIFOLD_") && e.ValueFrom == nil {
+			v := strings.ReplaceAll(e.Value, "$(POD_IP)", "10.1.2.3")
+			v = strings.ReplaceAll(v, "/var/run/secrets/", filepath.Join(root, "/var/run/secrets")+"/")
+			environ = append(environ, e.Name+"="+v)
 		}
 	}
 	cfg, err := config.Parse([]byte(text), config.FormatYAML, "configmap:config.yaml", &config.LoadOptions{
@@ -330,6 +332,15 @@ func checkConfig(t *testing.T, d *appsv1.Deployment, r *rendered) {
 	}
 	if cfg.Gateway.Listen != "0.0.0.0:8080" || !cfg.Auth.Enabled() {
 		t.Errorf("listen %q, auth on %v: want 0.0.0.0:8080 with authentication", cfg.Gateway.Listen, cfg.Auth.Enabled())
+	}
+	if _, clustered := envOf(c)["MANIFOLD_GATEWAY__CLUSTER__SECRETFILE"]; clustered {
+		cl := cfg.Gateway.Cluster
+		if cl.Advertise != "10.1.2.3:8080" || cl.PeersDNS == "" || cl.SecretFile == "" {
+			t.Errorf("cluster mode from the environment: advertise %q, peersDNS %q, secretFile %q", cl.Advertise, cl.PeersDNS, cl.SecretFile)
+		}
+		if secret, _, err := cl.Secrets(); err != nil || len(secret) < 32 {
+			t.Errorf("the cluster secret was not read from its mounted Secret: %v", err)
+		}
 	}
 	for i, k := range cfg.Auth.APIKeys {
 		if !strings.Contains(k.Key, "0123456789abcdef") {
@@ -514,4 +525,13 @@ func TestChartConfigChangeKeepsPods(t *testing.T) {
 	if !equality.Semantic.DeepEqual(a.deployments[0].Spec.Template, b.deployments[0].Spec.Template) {
 		t.Errorf("a config change changes the pod template, which restarts the pods")
 	}
+}
+
+// envOf returns c's environment variables by name.
+func envOf(c corev1.Container) map[string]corev1.EnvVar {
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	return env
 }
