@@ -237,6 +237,10 @@ type Gateway struct {
 	Discovery Discovery
 	// TokenStore (key "tokenStore") keeps per-principal upstream tokens; see TokenStore.
 	TokenStore TokenStore
+	// PublicURL (key "publicURL") is the gateway's address as browsers reach it
+	// (scheme://host[:port][/path]): the base of its sign-in links and of the OAuth callback
+	// of `auth.type: oauth` servers. Default: http(s):// and the listen address.
+	PublicURL string
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

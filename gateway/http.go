@@ -98,6 +98,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
+	mux.Handle("/oauth/", g.oauthHandler(false)) // upstream sign-in pages (oauthpages.go)
 	mux.Handle("/ui/", g.console()) // the operator console (console.go); checks its own access
 	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
 }

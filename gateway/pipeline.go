@@ -106,7 +106,13 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 		return zero, m.unknown(req, c.name)
 	}
 	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
+		if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
+			return consentAnswer(m, fromRequest(req), ce) // oauthconsent.go
+		}
 		return zero, upstreamError(err)
+	}
+	if c.route.original == signInMarker {
+		return any(signedInResult(c.route.up.Name())).(R), nil
 	}
 	h := g.hooks(ctx, &c, sessionID(req))
 	if h != nil { // pre-hooks
