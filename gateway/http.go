@@ -99,7 +99,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
 	mux.Handle("/oauth/", g.oauthHandler(false)) // upstream sign-in pages (oauthpages.go)
-	mux.Handle("/ui/", g.console()) // the operator console (console.go); checks its own access
+	mux.Handle("/ui/", g.console())              // the operator console (console.go); checks its own access
 	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
 }
 

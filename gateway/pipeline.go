@@ -124,6 +124,9 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 		}
 	}
 	res, err := forward(ctx, g, m, req, c.route, c.snap)
+	if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
+		res, err = consentAnswer(m, fromRequest(req), ce) // a step-up (oauthconsent.go)
+	}
 	if h != nil { // post-hooks
 		return pluginPost(ctx, h, res, err)
 	}

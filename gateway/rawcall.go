@@ -296,6 +296,9 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 		}
 	}
 	res, toolErr, err = g.forwardRaw(ctx, r)
+	if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
+		res, toolErr, err = rawConsentAnswer(r.m.name, from, ce) // a step-up (oauthconsent.go)
+	}
 	if h != nil && err == nil { // plugin post-hooks
 		return rawPostHooks(ctx, h, r.m.kind, res, toolErr)
 	}

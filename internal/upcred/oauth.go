@@ -136,7 +136,7 @@ func (o *OAuth) flowLocked(principal string) (*principalFlow, error) {
 	}
 	f := &principalFlow{}
 	hc := &auth.AuthorizationCodeHandlerConfig{
-		RedirectURL:              o.links.RedirectURL(),
+		RedirectURL: o.links.RedirectURL(),
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 			return o.fetch(ctx, principal, args.URL)
 		},
