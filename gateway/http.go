@@ -201,6 +201,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			errc <- srv.Serve(ln)
 		}
 	}()
+	g.oauth.served.Store(new(ln.Addr().String())) // the default base of sign-in links (oauthconsent.go)
 	g.log.Info("serving", zap.String(keyAddr, ln.Addr().String()), zap.Bool("tls", tls.CertFile != ""))
 	select {
 	case err := <-errc:

@@ -43,6 +43,8 @@ type oauthClients struct {
 	// base is the gateway's public base URL of start links and the callback, when not
 	// configured (serve --stdio: its loopback listener).
 	base atomic.Pointer[string]
+	// served is the address the HTTP listener serves on.
+	served atomic.Pointer[string]
 }
 
 type oauthServer struct {
@@ -64,11 +66,14 @@ func (g *Gateway) oauthBaseURL() string {
 	if gw.PublicURL != "" {
 		return strings.TrimSuffix(gw.PublicURL, "/")
 	}
-	scheme := "http"
+	scheme, addr := "http", gw.Listen
 	if gw.TLS.CertFile != "" {
 		scheme = "https"
 	}
-	return scheme + "://" + gw.Listen
+	if a := g.oauth.served.Load(); a != nil {
+		addr = *a
+	}
+	return scheme + "://" + addr
 }
 
 // oauthLinks are the gateway's sign-in addresses (upcred.OAuthLinks).

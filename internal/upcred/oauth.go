@@ -306,13 +306,13 @@ func (o *OAuth) Authorize(ctx context.Context, principal string, req *http.Reque
 	go func() { // bounded by ConsentTTL and o.ctx
 		defer cancel()
 		err := f.h.Authorize(fctx, rq, r)
+		if err == nil && o.onStored != nil {
+			o.onStored(principal) // before the callback answers: a retry sees the change
+		}
 		if fl.p != nil {
 			fl.p.done <- err
 		}
 		failed <- err
-		if err == nil && o.onStored != nil {
-			o.onStored(principal)
-		}
 	}()
 	select {
 	case p := <-fl.published:
