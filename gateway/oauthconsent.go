@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/internal/upcred"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/manifold-mcp/manifold/upstream"
@@ -246,7 +247,23 @@ func consentElicitation(ce *upcred.ConsentRequiredError) *mcp.ElicitParams {
 // wantsURLElicitation reports whether the client on version with caps receives a
 // consent as the -32042 error.
 func wantsURLElicitation(caps *mcp.ClientCapabilities, version string) bool {
-	return knowsURLElicitation(version) && caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+	return knowsURLElicitation(version) && urlElicitation(caps)
+}
+
+// urlElicitation reports whether caps declare URL mode elicitation.
+func urlElicitation(caps *mcp.ClientCapabilities) bool {
+	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+}
+
+// wantsInputRequired reports whether the client on version with caps receives a consent
+// as an input_required result with a URL elicitation (2026-07-28).
+func wantsInputRequired(caps *mcp.ClientCapabilities, version string) bool {
+	return mcpx.Stateless(version) && urlElicitation(caps)
+}
+
+// consentInputs are the input requests of an input_required answer for ce.
+func consentInputs(ce *upcred.ConsentRequiredError) mcp.InputRequestMap {
+	return mcp.InputRequestMap{"manifold-sign-in": consentElicitation(ce)}
 }
 
 // consentAnswer is the answer to a call of method m that needs the sign-in ce, for the
@@ -258,6 +275,9 @@ func consentAnswer[Q callerRequest, R mcp.Result](m *method[Q, R], from downstre
 	caps, version := from.client()
 	if wantsURLElicitation(caps, version) {
 		return zero, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{consentElicitation(ce)})
+	}
+	if wantsInputRequired(caps, version) && m.ask != nil {
+		return m.ask(consentInputs(ce), ""), nil
 	}
 	if r, ok := m.toolError(consentText(ce)); ok {
 		return r, nil
@@ -271,6 +291,10 @@ func rawConsentAnswer(kind string, from downstream, ce *upcred.ConsentRequiredEr
 	caps, version := from.client()
 	if wantsURLElicitation(caps, version) {
 		return nil, false, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{consentElicitation(ce)})
+	}
+	if wantsInputRequired(caps, version) {
+		b, err := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": consentInputs(ce)})
+		return b, false, err
 	}
 	if kind == "tools/call" {
 		b, err := json.Marshal(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: consentText(ce)}}})
