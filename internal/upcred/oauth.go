@@ -119,6 +119,13 @@ func NewOAuth(ctx context.Context, server string, cfg config.UpstreamAuth, store
 	if o.hc == nil {
 		o.hc = &http.Client{Timeout: defaultTokenCallTimeout}
 	}
+	base := o.hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc := *o.hc
+	hc.Transport = &legacyMetadata{base: base} // 2025-03-26 servers' metadata (legacymeta.go)
+	o.hc = &hc
 	if cfg.ClientSecretFile != "" {
 		b, err := os.ReadFile(cfg.ClientSecretFile)
 		if err != nil {

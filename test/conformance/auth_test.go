@@ -25,10 +25,7 @@ var AuthOtherScenarios = []string{
 
 // knownAuthFailures are specification auth scenarios Manifold does not pass yet, with the
 // reason.
-var knownAuthFailures = map[string]string{
-	"auth/2025-03-26-oauth-metadata-backcompat": "the server root's authorization server metadata names an issuer under /oauth; " +
-		"the go-sdk's RFC 8414 discovery refuses the issuer mismatch",
-}
+var knownAuthFailures = map[string]string{}
 
 // TestAuthScenarios runs the auth/* client scenarios with Manifold as the OAuth client:
 // the test client (test/conformance/client) starts `manifold serve --stdio` with the
