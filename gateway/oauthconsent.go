@@ -98,6 +98,7 @@ func (g *Gateway) oauthOf(s config.Server) (*upcred.OAuth, error) {
 		name := s.Name
 		os.oa, os.err = upcred.NewOAuth(g.life.Context(), name, s.Auth, store, oauthLinks{g}, &upcred.OAuthOptions{
 			OnStored: func(principal string) { g.signedIn(name, principal) },
+			Go:       g.life.Go,
 		})
 	}
 	if o.servers == nil {

@@ -74,6 +74,7 @@ type OAuth struct {
 	hc       *http.Client
 	ctx      context.Context // bounds the flows waiting for their callback
 	onStored func(principal string)
+	goFn     func(f func(context.Context)) bool
 
 	mu        sync.Mutex
 	byPrinc   map[string]*principalFlow
@@ -106,6 +107,10 @@ type pendingConsent struct {
 type OAuthOptions struct {
 	HTTPClient *http.Client
 	OnStored   func(principal string)
+	// Go runs a sign-in's goroutine, which returns when ctx of NewOAuth is done or the
+	// sign-in ends, and reports false when it cannot (shutting down); default: a plain
+	// goroutine.
+	Go func(f func(context.Context)) bool
 }
 
 // NewOAuth returns the OAuth client of server. Flows
@@ -114,7 +119,10 @@ func NewOAuth(ctx context.Context, server string, cfg config.UpstreamAuth, store
 	o := &OAuth{server: server, cfg: cfg, secret: cfg.ClientSecret, store: store, links: links, ctx: ctx,
 		byPrinc: map[string]*principalFlow{}, pending: map[string]*pendingConsent{}, byState: map[string]*pendingConsent{}}
 	if opts != nil {
-		o.hc, o.onStored = opts.HTTPClient, opts.OnStored
+		o.hc, o.onStored, o.goFn = opts.HTTPClient, opts.OnStored, opts.Go
+	}
+	if o.goFn == nil {
+		o.goFn = func(f func(context.Context)) bool { go f(ctx); return true }
 	}
 	if o.hc == nil {
 		o.hc = &http.Client{Timeout: defaultTokenCallTimeout}
@@ -310,7 +318,7 @@ func (o *OAuth) Authorize(ctx context.Context, principal string, req *http.Reque
 	fctx = context.WithValue(fctx, flowKey{}, fl)
 	failed := make(chan error, 1)
 	rq := req.Clone(fctx)
-	go func() { // bounded by ConsentTTL and o.ctx
+	run := func(context.Context) { // bounded by ConsentTTL and o.ctx
 		defer cancel()
 		err := f.h.Authorize(fctx, rq, r)
 		if err == nil && o.onStored != nil {
@@ -320,7 +328,11 @@ func (o *OAuth) Authorize(ctx context.Context, principal string, req *http.Reque
 			fl.p.done <- err
 		}
 		failed <- err
-	}()
+	}
+	if !o.goFn(run) {
+		cancel()
+		return fmt.Errorf("upstream %q: %w", o.server, context.Canceled)
+	}
 	select {
 	case p := <-fl.published:
 		return o.consentError(p)
