@@ -175,6 +175,9 @@ func (v *validator) upstreamAuth(serverKey string, s Server, typ string, jwt boo
 		}
 	}
 	if a.Type == UpstreamAuthOAuth {
+		if s.Lists == ListsShared {
+			v.add(joinKey(serverKey, "lists"), "an oauth server lists with each user's own token (the gateway has none): lists must be per-client")
+		}
 		v.oauthAuth(key, a)
 		return
 	}

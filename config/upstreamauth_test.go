@@ -64,12 +64,13 @@ func TestUpstreamAuthValidation(t *testing.T) {
 		},
 		{
 			name: "oauth discovers its endpoints: token-exchange keys and a bad metadata URL are refused",
-			doc: "mcpServers: {a: {url: https://a.test/mcp, session: shared, auth: {type: oauth, tokenURL: https://as.test/t, clientSecret: s, " +
+			doc: "mcpServers: {a: {url: https://a.test/mcp, session: shared, lists: shared, auth: {type: oauth, tokenURL: https://as.test/t, clientSecret: s, " +
 				"clientMetadataURL: http://gw.test/client.json}}}\n",
 			want: []wantErr{
 				{"m.yaml", "mcpServers.a.auth.clientID", "is required with a client secret"},
 				{"m.yaml", "mcpServers.a.auth.clientMetadataURL", "must be an https URL with a path"},
 				{"m.yaml", "mcpServers.a.auth.tokenURL", "not used by oauth"},
+				{"m.yaml", "mcpServers.a.lists", "lists must be per-client"},
 				{"m.yaml", "mcpServers.a.session", "needs session: per-client"},
 			},
 		},
