@@ -76,6 +76,7 @@ type OAuth struct {
 	onStored func(principal string)
 	goFn     func(f func(context.Context)) bool
 
+	refreshMu sync.Mutex // one refresh at a time: refresh tokens may rotate
 	mu        sync.Mutex
 	byPrinc   map[string]*principalFlow
 	pending   map[string]*pendingConsent // by start id
@@ -83,12 +84,9 @@ type OAuth struct {
 	lastClean time.Time
 }
 
-// principalFlow is one principal's handler and token source.
+// principalFlow is one principal's handler.
 type principalFlow struct {
 	h *auth.AuthorizationCodeHandler
-	// oc and tok are the client config and token of the latest exchange or refresh,
-	// for refreshing in this process.
-	oc *oauth2.Config
 }
 
 // pendingConsent is a sign-in waiting for its browser step.
@@ -172,13 +170,10 @@ func (o *OAuth) flowLocked(principal string) (*principalFlow, error) {
 		},
 		RequestRefreshToken: true,
 		NewTokenSource: func(ctx context.Context, oc *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
-			if err := o.put(ctx, principal, t); err != nil {
+			if err := o.put(ctx, principal, t, oc); err != nil {
 				return nil, err
 			}
-			o.mu.Lock()
-			f.oc = oc
-			o.mu.Unlock()
-			return &storingSource{o: o, principal: principal, base: oc.TokenSource(ctx, t), last: t.AccessToken}, nil
+			return &storingSource{o: o, principal: principal, oc: oc, base: oc.TokenSource(ctx, t), last: t.AccessToken}, nil
 		},
 	}
 	if o.cfg.ClientMetadataURL != "" {
@@ -199,9 +194,10 @@ func (o *OAuth) flowLocked(principal string) (*principalFlow, error) {
 	return f, nil
 }
 
-// put stores t as principal's token.
-func (o *OAuth) put(ctx context.Context, principal string, t *oauth2.Token) error {
-	tok := &Token{AccessToken: t.AccessToken, TokenType: t.TokenType, RefreshToken: t.RefreshToken, Expiry: t.Expiry, Obtained: time.Now()}
+// put stores t as principal's token, obtained with the client oc.
+func (o *OAuth) put(ctx context.Context, principal string, t *oauth2.Token, oc *oauth2.Config) error {
+	tok := &Token{AccessToken: t.AccessToken, TokenType: t.TokenType, RefreshToken: t.RefreshToken, Expiry: t.Expiry, Obtained: time.Now(),
+		Client: &RefreshClient{TokenURL: oc.Endpoint.TokenURL, ClientID: oc.ClientID, ClientSecret: oc.ClientSecret, AuthStyle: int(oc.Endpoint.AuthStyle)}}
 	if s, ok := t.Extra("scope").(string); ok {
 		tok.Scopes = strings.Fields(s)
 	}
@@ -215,6 +211,7 @@ func (o *OAuth) put(ctx context.Context, principal string, t *oauth2.Token) erro
 type storingSource struct {
 	o         *OAuth
 	principal string
+	oc        *oauth2.Config
 	base      oauth2.TokenSource
 	mu        sync.Mutex
 	last      string
@@ -228,7 +225,7 @@ func (s *storingSource) Token() (*oauth2.Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t.AccessToken != s.last {
-		if err := s.o.put(context.Background(), s.principal, t); err != nil {
+		if err := s.o.put(context.Background(), s.principal, t, s.oc); err != nil {
 			return nil, err
 		}
 		s.last = t.AccessToken
@@ -237,8 +234,9 @@ func (s *storingSource) Token() (*oauth2.Token, error) {
 }
 
 // AccessToken returns principal's token: the stored one while valid, else one refreshed
-// with its refresh token when this process knows the token endpoint; "" when there is
-// none (the upstream's 401 then starts Authorize).
+// with its refresh token at the token endpoint and with the client stored with it (so a
+// restart keeps refreshing); "" when there is none (the upstream's 401 then starts
+// Authorize).
 func (o *OAuth) AccessToken(ctx context.Context, principal string) (string, error) {
 	t, err := o.store.Get(ctx, principal, o.server)
 	if errors.Is(err, ErrNotFound) || (err == nil && t == nil) {
@@ -250,16 +248,16 @@ func (o *OAuth) AccessToken(ctx context.Context, principal string) (string, erro
 	if t.Valid(time.Now(), defaultEarlyExpiry) {
 		return t.AccessToken, nil
 	}
-	o.mu.Lock()
-	f := o.byPrinc[principal]
-	var oc *oauth2.Config
-	if f != nil {
-		oc = f.oc
-	}
-	o.mu.Unlock()
-	if oc == nil || t.RefreshToken == "" {
+	if t.Client == nil || t.RefreshToken == "" {
 		return "", nil
 	}
+	o.refreshMu.Lock()
+	defer o.refreshMu.Unlock()
+	if t2, err := o.store.Get(ctx, principal, o.server); err == nil && t2.Valid(time.Now(), defaultEarlyExpiry) {
+		return t2.AccessToken, nil // refreshed meanwhile
+	}
+	oc := &oauth2.Config{ClientID: t.Client.ClientID, ClientSecret: t.Client.ClientSecret,
+		Endpoint: oauth2.Endpoint{TokenURL: t.Client.TokenURL, AuthStyle: oauth2.AuthStyle(t.Client.AuthStyle)}}
 	rctx := context.WithValue(ctx, oauth2.HTTPClient, o.hc)
 	nt, err := oc.TokenSource(rctx, &oauth2.Token{RefreshToken: t.RefreshToken, Expiry: time.Unix(1, 0)}).Token()
 	if err != nil {
@@ -268,7 +266,7 @@ func (o *OAuth) AccessToken(ctx context.Context, principal string) (string, erro
 	if nt.RefreshToken == "" {
 		nt.RefreshToken = t.RefreshToken
 	}
-	if err := o.put(ctx, principal, nt); err != nil {
+	if err := o.put(ctx, principal, nt, oc); err != nil {
 		return "", err
 	}
 	return nt.AccessToken, nil
