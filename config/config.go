@@ -245,6 +245,10 @@ type Gateway struct {
 	TokenStore TokenStore
 	// Pinning (key "pinning") pins tool and prompt definitions; see Pinning.
 	Pinning Pinning
+	// PublicURL (key "publicURL") is the gateway's address as browsers reach it
+	// (scheme://host[:port][/path]): the base of its sign-in links and of the OAuth callback
+	// of `auth.type: oauth` servers. Default: http(s):// and the listen address.
+	PublicURL string
 }
 
 // TLS names the certificate and key files to serve HTTPS with (keys "certFile", "keyFile");

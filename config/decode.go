@@ -61,6 +61,7 @@ type field struct {
 func gatewayFields(g *Gateway) []field {
 	return []field{
 		{name: "listen", ptr: &g.Listen},
+		{name: "publicURL", ptr: &g.PublicURL},
 		{name: "separator", ptr: &g.Separator},
 		{name: "maxToolNameLength", ptr: &g.MaxToolNameLength},
 		{name: "insecure", ptr: &g.Insecure},

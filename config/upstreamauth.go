@@ -14,6 +14,9 @@ const (
 	// UpstreamAuthTokenExchange: the caller's validated JWT exchanged (RFC 8693) for a token
 	// for this upstream, per principal.
 	UpstreamAuthTokenExchange = "token-exchange"
+	// UpstreamAuthOAuth: the gateway is an OAuth 2.1 client of the upstream for each
+	// principal (authorization code with PKCE, after the principal's consent).
+	UpstreamAuthOAuth = "oauth"
 )
 
 // Client authentication methods at a token endpoint (UpstreamAuth.TokenEndpointAuth).
@@ -65,6 +68,10 @@ type UpstreamAuth struct {
 	SubjectTokenType string
 	// RequestedTokenType (key "requestedTokenType") is sent when set (token-exchange).
 	RequestedTokenType string
+	// ClientMetadataURL (key "clientMetadataURL", oauth only) is the https URL of the
+	// gateway's Client ID Metadata Document: the client_id at authorization servers that
+	// support such documents.
+	ClientMetadataURL string
 }
 
 // ListsMode returns the server's effective lists mode: Lists when set, else ListsPerClient
@@ -118,6 +125,7 @@ func upstreamAuthFields(a *UpstreamAuth) []field {
 		{name: "resource", ptr: &a.Resource},
 		{name: "subjectTokenType", ptr: &a.SubjectTokenType},
 		{name: "requestedTokenType", ptr: &a.RequestedTokenType},
+		{name: "clientMetadataURL", ptr: &a.ClientMetadataURL},
 	}
 }
 
@@ -147,12 +155,9 @@ func (v *validator) upstreamAuth(serverKey string, s Server, typ string, jwt boo
 	}
 	key = joinKey(key, "auth")
 	switch a.Type {
-	case UpstreamAuthClientCredentials, UpstreamAuthTokenExchange:
-	case "oauth":
-		v.add(joinKey(key, "type"), "oauth (a sign-in per user) is not available in this version: use client_credentials or token-exchange")
-		return
+	case UpstreamAuthClientCredentials, UpstreamAuthTokenExchange, UpstreamAuthOAuth:
 	default:
-		v.add(joinKey(key, "type"), "must be client_credentials or token-exchange")
+		v.add(joinKey(key, "type"), "must be oauth, client_credentials or token-exchange")
 		return
 	}
 	if typ == TypeStdio {
@@ -168,6 +173,13 @@ func (v *validator) upstreamAuth(serverKey string, s Server, typ string, jwt boo
 		if a.Audience == "" {
 			v.add(joinKey(key, "audience"), "token-exchange needs the upstream's audience")
 		}
+	}
+	if a.Type == UpstreamAuthOAuth {
+		if s.Lists == ListsShared {
+			v.add(joinKey(serverKey, "lists"), "an oauth server lists with each user's own token (the gateway has none): lists must be per-client")
+		}
+		v.oauthAuth(key, a)
+		return
 	}
 	if u, err := url.Parse(a.TokenURL); a.TokenURL == "" || err != nil || u.Host == "" ||
 		(u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))) {

@@ -60,13 +60,21 @@ func TestUpstreamAuthValidation(t *testing.T) {
 		{
 			name: "an unknown type",
 			doc:  "mcpServers: {a: {url: https://a.test/mcp, auth: {type: magic}}}\n",
-			want: []wantErr{{"m.yaml", "mcpServers.a.auth.type", "must be client_credentials or token-exchange"}},
+			want: []wantErr{{"m.yaml", "mcpServers.a.auth.type", "must be oauth, client_credentials or token-exchange"}},
 		},
 		{
-			name: "oauth is refused until it is available",
-			doc:  "mcpServers: {a: {url: https://a.test/mcp, auth: {type: oauth}}}\n",
-			want: []wantErr{{"m.yaml", "mcpServers.a.auth.type", "not available in this version"}},
+			name: "oauth discovers its endpoints: token-exchange keys and a bad metadata URL are refused",
+			doc: "mcpServers: {a: {url: https://a.test/mcp, session: shared, lists: shared, auth: {type: oauth, tokenURL: https://as.test/t, clientSecret: s, " +
+				"clientMetadataURL: http://gw.test/client.json}}}\n",
+			want: []wantErr{
+				{"m.yaml", "mcpServers.a.auth.clientID", "is required with a client secret"},
+				{"m.yaml", "mcpServers.a.auth.clientMetadataURL", "must be an https URL with a path"},
+				{"m.yaml", "mcpServers.a.auth.tokenURL", "not used by oauth"},
+				{"m.yaml", "mcpServers.a.lists", "lists must be per-client"},
+				{"m.yaml", "mcpServers.a.session", "needs session: per-client"},
+			},
 		},
+
 		{
 			name: "client credentials need a token URL, a client and a secret",
 			doc:  "mcpServers: {a: {url: https://a.test/mcp, auth: {type: client_credentials, tokenURL: http://as.test/token}}}\n",

@@ -44,6 +44,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 	v.gateway(&c.Gateway, c.Auth.Enabled())
 	v.auth(&c.Auth)
 	v.tokenStore(c.Gateway.TokenStore)
+	v.publicURL(c.Gateway.PublicURL)
 	if c.Policy != nil {
 		v.policy(c.Policy)
 	}

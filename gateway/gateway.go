@@ -94,6 +94,7 @@ type Gateway struct {
 	perClient perClient
 	// creds are the token sources of servers with auth (upcreds.go).
 	creds upstreamCreds
+	oauth oauthClients // servers with auth type oauth (oauthconsent.go)
 	// sessLists holds the routing generations of sessions with per-client
 	// lists (*mcp.ServerSession → *sessionRoutes); listOpens bounds the
 	// dedicated sessions opened for lists at once (sessionlists.go).

@@ -105,7 +105,8 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
-	mux.Handle("/ui/", g.console()) // the operator console (console.go); checks its own access
+	mux.Handle("/oauth/", g.oauthHandler(false)) // upstream sign-in pages (oauthpages.go)
+	mux.Handle("/ui/", g.console())              // the operator console (console.go); checks its own access
 	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
 }
 
@@ -207,6 +208,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			errc <- srv.Serve(ln)
 		}
 	}()
+	g.oauth.served.Store(new(ln.Addr().String())) // the default base of sign-in links (oauthconsent.go)
 	g.log.Info("serving", zap.String(keyAddr, ln.Addr().String()), zap.Bool("tls", tls.CertFile != ""))
 	select {
 	case err := <-errc:

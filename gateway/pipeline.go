@@ -115,7 +115,13 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	}
 	defer c.held.Release()
 	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
+		if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
+			return consentAnswer(m, fromRequest(req), ce) // oauthconsent.go
+		}
 		return zero, upstreamError(err)
+	}
+	if c.route.original == signInMarker {
+		return any(signedInResult(c.route.up.Name())).(R), nil
 	}
 	h := g.hooks(ctx, &c, sessionID(req))
 	if h != nil { // pre-hooks
@@ -127,6 +133,9 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 		}
 	}
 	res, err := forward(ctx, g, m, req, c.route, c.snap)
+	if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
+		res, err = consentAnswer(m, fromRequest(req), ce) // a step-up (oauthconsent.go)
+	}
 	if h != nil { // post-hooks
 		return pluginPost(ctx, h, res, err)
 	}

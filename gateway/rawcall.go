@@ -284,7 +284,14 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 	defer c.held.Release()
 	from := downstream{ss: r.ss, caps: r.caps, version: r.version}
 	if err := g.upstreamSession(ctx, c, from); err != nil {
+		if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
+			return rawConsentAnswer(r.m.name, from, ce) // oauthconsent.go
+		}
 		return nil, false, upstreamError(err)
+	}
+	if c.route.original == signInMarker {
+		b, err := json.Marshal(signedInResult(c.route.up.Name()))
+		return b, false, err
 	}
 	h := g.hooks(ctx, c, sessionIDOf(r.ss))
 	if h != nil { // plugin pre-hooks
@@ -293,6 +300,9 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 		}
 	}
 	res, toolErr, err = g.forwardRaw(ctx, r)
+	if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
+		res, toolErr, err = rawConsentAnswer(r.m.name, from, ce) // a step-up (oauthconsent.go)
+	}
 	if h != nil && err == nil { // plugin post-hooks
 		return rawPostHooks(ctx, h, r.m.kind, res, toolErr)
 	}

@@ -117,11 +117,18 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 	g.sessLists.Store(ss, sr) // before connecting: a change during it marks it stale
 	ups := slices.Clone(g.pool.serving())
 	byUp := map[*upstream.Upstream]*upstream.Upstream{}
+	var signIn []*upstream.Upstream
 	for i, up := range ups {
 		if !slices.Contains(global.listedPerClient, up.Name()) {
 			continue
 		}
 		d, err := g.listingSession(ctx, pr, known, from, up)
+		if ce := g.consentRequired(err, up, pr.Name()); ce != nil {
+			signIn = append(signIn, up) // its sign-in tool instead (oauthconsent.go)
+			g.waitSignIn(up.Name(), ce.Principal, ss)
+			ups[i] = nil
+			continue
+		}
 		if err != nil {
 			g.log.Warn("per-client lists: no session of the server for this client", zap.String(keyServer, up.Name()), zap.Error(err))
 			ups[i] = nil
@@ -143,6 +150,7 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 	}
 	r.listedPerClient = global.listedPerClient
 	rebase(r, byUp)
+	addSignInTools(r, signIn, snap.ns)
 	sr.r.Store(r)
 	return r
 }

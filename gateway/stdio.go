@@ -35,6 +35,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	// The limit is the one serving when the session starts; a stdio gateway
 	// serves one session for its whole life.
 	max := int(g.current().edge.maxBytes)
+	if err := g.stdioOAuth(ctx); err != nil {
+		return fmt.Errorf("stdio: sign-in listener: %w", err)
+	}
 	out := &lockedWriter{w: w}
 	front := newStdioFront(ctx, g, out)
 	defer front.close()

@@ -55,6 +55,13 @@ func (c *upstreamCreds) storeLocked(cfg config.TokenStore) (upcred.Store, error)
 	return c.store, c.storeErr
 }
 
+// tokenStore returns the token store of cfg.
+func (c *upstreamCreds) tokenStore(cfg config.TokenStore) (upcred.Store, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.storeLocked(cfg)
+}
+
 // forServer returns the token sources of s under the token store cfg.
 func (c *upstreamCreds) forServer(s config.Server, cfg config.TokenStore) *serverCreds {
 	c.mu.Lock()
@@ -85,6 +92,9 @@ func (g *Gateway) poolCredential(s config.Server, gw *config.Gateway) upstream.C
 	if !s.Auth.Enabled() {
 		return nil
 	}
+	if s.Auth.Type == config.UpstreamAuthOAuth {
+		return failedCredential{errSignInPerUser}
+	}
 	sc := g.creds.forServer(s, gw.TokenStore)
 	if sc.err != nil {
 		return failedCredential{sc.err}
@@ -98,6 +108,9 @@ func (g *Gateway) poolCredential(s config.Server, gw *config.Gateway) upstream.C
 func (g *Gateway) dedicatedCredential(s config.Server, principal string) upstream.Credential {
 	if !s.Auth.PerPrincipal() {
 		return g.poolCredential(s, &g.current().cfg.Gateway)
+	}
+	if s.Auth.Type == config.UpstreamAuthOAuth {
+		return g.oauthCredentialFor(s, principal)
 	}
 	sc := g.creds.forServer(s, g.current().cfg.Gateway.TokenStore)
 	if sc.err != nil {

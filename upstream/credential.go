@@ -16,6 +16,14 @@ type Credential interface {
 	Reject(token string)
 }
 
+// Authorizer is a Credential that can answer the upstream's 401, or 403, itself
+// (`auth.type: oauth`): Authorize returns an error (a sign-in is needed: the request fails
+// with it) or nil (the answer passes as it is). It must not read or close resp's body.
+type Authorizer interface {
+	Credential
+	Authorize(ctx context.Context, req *http.Request, resp *http.Response) error
+}
+
 // credentialTransport sets the Authorization header of every request from cred, after the
 // configured headers (it replaces a static Authorization), and tells cred about a 401.
 type credentialTransport struct {
@@ -32,12 +40,23 @@ func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		return nil, err
 	}
 	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+tok)
+	if tok != "" { // none yet: the upstream's 401 says how to get one (Authorizer)
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusUnauthorized && tok != "" {
 		t.cred.Reject(tok)
 	}
-	return resp, err
+	if a, ok := t.cred.(Authorizer); ok && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		if aerr := a.Authorize(req.Context(), req, resp); aerr != nil {
+			resp.Body.Close()
+			return nil, aerr
+		}
+	}
+	return resp, nil
 }
 
 // CloseIdleConnections closes the base transport's idle connections.

@@ -35,6 +35,10 @@ const (
 type Client struct {
 	Secret string
 	Key    crypto.PublicKey
+	// Public clients (dynamically registered) authenticate with their client_id alone and
+	// may use only their RedirectURIs.
+	Public       bool
+	RedirectURIs []string
 }
 
 // Issued is what the server knows of an access token it issued.
@@ -68,12 +72,17 @@ type Server struct {
 	Subject func(token string) (string, error)
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Issuer is the server's URL (authorization code grant, authcode.go); Users are the
+	// people who can sign in there.
+	Issuer string
+	Users  []string
 
 	mu       sync.Mutex
 	issued   map[string]Issued
 	refresh  map[string]Issued
 	requests []Request
 	seen     []string // Authorization headers the protected resource saw
+	codes    map[string]codeGrant
 }
 
 func (s *Server) now() time.Time {
@@ -107,6 +116,9 @@ func (s *Server) Lookup(tok string) (Issued, bool) {
 
 // ServeHTTP serves POST /token.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.handleAuthCode(w, r) {
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/token" {
 		http.NotFound(w, r)
 		return
@@ -127,6 +139,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	iss := Issued{ClientID: id, Audience: req.Audience, Resource: req.Resource}
 	switch req.Grant {
+	case GrantAuthorizationCode:
+		var ok bool
+		if iss, ok = s.exchangeCode(id, f); !ok {
+			oauthError(w, http.StatusBadRequest, "invalid_grant")
+			return
+		}
 	case GrantClientCredentials:
 		iss.Principal = "client:" + id
 	case GrantTokenExchange:
@@ -209,7 +227,12 @@ func (s *Server) authenticate(r *http.Request) (id, method string, ok bool) {
 		return claims.Subject, "private_key_jwt", true
 	}
 	id = f.Get("client_id")
+	s.mu.Lock()
 	c, known := s.Clients[id]
+	s.mu.Unlock()
+	if known && c.Public && f.Get("client_secret") == "" {
+		return id, "none", true
+	}
 	return id, "client_secret_post", known && c.Secret != "" && c.Secret == f.Get("client_secret")
 }
 
@@ -228,7 +251,9 @@ func randomToken(prefix string) string {
 // Protected returns an MCP server (streamable HTTP) that accepts only this server's unexpired
 // access tokens whose audience is audience (any audience when empty). Its tool "whoami"
 // answers the token's principal; every Authorization header it receives is recorded (Seen).
-func (s *Server) Protected(audience string) http.Handler {
+func (s *Server) Protected(audience string) http.Handler { return s.protected(audience, nil) }
+
+func (s *Server) protected(audience string, opts *auth.RequireBearerTokenOptions) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "testauth-protected", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "the principal of the bearer token"},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -246,7 +271,7 @@ func (s *Server) Protected(audience string) http.Handler {
 		}
 		return &auth.TokenInfo{UserID: i.Principal, Expiration: i.Expiry}, nil
 	}
-	protected := auth.RequireBearerToken(verify, nil)(h)
+	protected := auth.RequireBearerToken(verify, opts)(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.seen = append(s.seen, r.Header.Get("Authorization"))

@@ -28,6 +28,17 @@ type Token struct {
 	Expiry       time.Time `json:"expiry,omitzero"`
 	Scopes       []string  `json:"scopes,omitempty"`
 	Obtained     time.Time `json:"obtained,omitzero"`
+	// Client is how to refresh it, for a token of a sign-in (oauth.go): the token endpoint
+	// and the client discovered or registered then; nil otherwise.
+	Client *RefreshClient `json:"client,omitempty"`
+}
+
+// RefreshClient is the client a refresh token is redeemed with. ClientSecret is a secret.
+type RefreshClient struct {
+	TokenURL     string `json:"token_url"`
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret,omitempty"`
+	AuthStyle    int    `json:"auth_style,omitempty"`
 }
 
 // Valid reports whether t holds an access token that does not expire within early of now.

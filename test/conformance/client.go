@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,9 @@ func RunClientScenario(t testing.TB, scenario, command string, opts *ClientOptio
 	if ctx.Err() != nil {
 		t.Fatalf("conformance client %s: timed out\n%s", scenario, tail(stdout))
 	}
-	got, err := parseResults(out, "")
+	// Result folders are named after the scenario, whose name may contain '/' (auth/…):
+	// the suite then nests them.
+	got, err := parseResults(filepath.Join(out, filepath.Dir(scenario)), "")
 	if err != nil {
 		t.Fatalf("conformance client %s: %v (exit: %v)\n%s", scenario, err, runErr, tail(stdout))
 	}

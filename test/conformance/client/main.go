@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,12 @@ func main() {
 }
 
 func run(ctx context.Context, scenario, url, via string) error {
+	if strings.HasPrefix(scenario, "auth/") {
+		if via == "" {
+			return errors.New("auth scenarios run through Manifold only (--via-manifold)")
+		}
+		return runAuth(ctx, url, via)
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "manifold-conformance-client", Version: "v0.1.0"}, &mcp.ClientOptions{
 		// Accept every elicitation without filling anything in: the SDK
 		// must apply the schema's defaults (SEP-1034).

@@ -1,0 +1,95 @@
+package upcred
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/testauth"
+)
+
+type testLinks struct{}
+
+func (testLinks) StartURL(id string) string { return "http://127.0.0.1:1/oauth/start/" + id }
+func (testLinks) RedirectURL() string       { return "http://127.0.0.1:1/oauth/callback" }
+
+// TestOAuthSignInAndRefreshAfterRestart: the upstream's 401 starts a sign-in whose link is
+// single use; the callback's code is exchanged and the token stored for the principal; a
+// second OAuth on the same store (a restart) refreshes the expired token with the stored
+// refresh token and client, without a new sign-in.
+func TestOAuthSignInAndRefreshAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	as := &testauth.Server{}
+	mcpURL, stop := testauth.StartAuthCode(as, "alice")
+	t.Cleanup(stop)
+	store := &MemoryStore{}
+	newOAuth := func() *OAuth {
+		o, err := NewOAuth(ctx, "up", config.UpstreamAuth{Type: config.UpstreamAuthOAuth}, store, testLinks{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	o := newOAuth()
+	if tok, err := o.AccessToken(ctx, "alice"); tok != "" || err != nil {
+		t.Fatalf("before a sign-in: %q %v", tok, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, mcpURL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var ce *ConsentRequiredError
+	if err := o.Authorize(ctx, "alice", req, resp); !errors.As(err, &ce) || ce.Principal != "alice" {
+		t.Fatalf("Authorize: %v, want a sign-in for alice", err)
+	}
+	if p, ok := o.Pending(ce.ID); !ok || p != "alice" {
+		t.Fatalf("Pending: %q %v", p, ok)
+	}
+	authURL, err := o.Start(ce.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Start(ce.ID); !errors.Is(err, ErrConsentUnknown) {
+		t.Fatalf("a second start: %v, want ErrConsentUnknown", err)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = noFollow.Get(authURL + "&user=alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || loc.Query().Get("code") == "" {
+		t.Fatalf("authorize answered %s %q", resp.Status, resp.Header.Get("Location"))
+	}
+	p, ok, err := o.Callback(ctx, loc.Query().Get("state"), loc.Query().Get("code"), "")
+	if !ok || err != nil || p != "alice" {
+		t.Fatalf("Callback: %q %v %v", p, ok, err)
+	}
+	tok, err := o.AccessToken(ctx, "alice")
+	if i, known := as.Lookup(tok); err != nil || !known || i.Principal != "alice" {
+		t.Fatalf("alice's token %v: known %v as %q", err, known, i.Principal)
+	}
+
+	stored, err := store.Get(ctx, "alice", "up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.Expiry = time.Now().Add(-time.Minute)
+	if err := store.Put(ctx, "alice", "up", stored); err != nil {
+		t.Fatal(err)
+	}
+	tok2, err := newOAuth().AccessToken(ctx, "alice")
+	if i, known := as.Lookup(tok2); err != nil || !known || i.Principal != "alice" || tok2 == tok {
+		t.Fatalf("after a restart: %v, known %v as %q", err, known, i.Principal)
+	}
+	if n := as.CountGrants(testauth.GrantRefreshToken); n != 1 {
+		t.Fatalf("%d refreshes, want 1", n)
+	}
+}
