@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+
 	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"go.uber.org/zap"
 )
@@ -17,11 +19,12 @@ func (g *Gateway) shareLimits(s *snapshot) *snapshot {
 	return s
 }
 
-// limitStoreFailed logs a failed or slow call of a global rate limit to the
-// shared store: the rule then falls back to this replica's bucket for a
-// second (ratelimit.SharedOptions.Backoff), so this logs at most once a
-// second per rule.
+// limitStoreFailed logs and counts a failed or slow call of a global rate
+// limit to the shared store: the rule then falls back to this replica's
+// bucket for a second (ratelimit.SharedOptions.Backoff), so this happens at
+// most once a second per rule.
 func (g *Gateway) limitStoreFailed(rule string, err error) {
+	g.obs.metrics.RateLimitStoreFailed(context.Background(), rule)
 	g.log.Warn("the cluster store failed a global rate limit; this replica's bucket decides alone for now",
 		zap.String(keyRule, rule), zap.Error(err))
 }
