@@ -238,3 +238,25 @@ func TestSharedRateOnRedis(t *testing.T) {
 	}
 	t.Logf("admitted %v (%d of 600)", admitted, sum(admitted))
 }
+
+// TestSharedRuleConcurrent: many goroutines on two replicas of a global
+// rule admit exactly its limit in one window (run with -race).
+func TestSharedRuleConcurrent(t *testing.T) {
+	f := newFakeCounter()
+	ls := replicas([]config.RateLimit{{Tools: []string{"*"}, Rate: "100/s", Scope: config.ScopeGlobal}}, SharedOptions{Batch: 7}, f, f)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for g := range 8 {
+		wg.Go(func() {
+			a, _ := takeRound(ls[g%2:g%2+1], 50, 0)
+			mu.Lock()
+			admitted += a[0]
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if admitted != 100 {
+		t.Errorf("admitted %d of 400 calls in one window of a global 100/s rule, want 100", admitted)
+	}
+}
