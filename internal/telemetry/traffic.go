@@ -29,9 +29,10 @@ const (
 type trafficInstruments struct {
 	limited metric.Int64Counter
 	changes metric.Int64Counter
+	sets    setCache[trafficKey]
+
 	// fallbacks counts the failed calls of global rate limits to the cluster store.
 	fallbacks metric.Int64Counter
-	sets    setCache[trafficKey]
 }
 
 type trafficKey struct{ kind, server, rule, mode string }
