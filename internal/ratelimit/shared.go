@@ -56,14 +56,15 @@ type shared struct {
 	onFallback func(string, error)
 }
 
-// grant packing: the window number's low 40 bits, a flag "the window is spent", and the
-// tokens left (23 bits) in one int64, so that spending a token is one compare-and-swap.
+// grant packing: the window number's low 39 bits (the sign bit stays clear), a flag "the
+// window is spent", and the tokens left (23 bits) in one int64, so that spending a token is one
+// compare-and-swap.
 const (
 	leftBits  = 23
 	leftMask  = 1<<leftBits - 1
 	spentFlag = 1 << leftBits
 	winShift  = leftBits + 1
-	winMask   = 1<<40 - 1
+	winMask   = 1<<39 - 1
 	maxBatch  = 64
 )
 
