@@ -206,7 +206,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	}
 	g.plugins = g.newPluginHost()
 	g.toolsetsSeen.Store(len(cfg.Toolsets) > 0)
-	g.snap.Store(newSnapshot(cfg, an))
+	g.snap.Store(g.shareLimits(newSnapshot(cfg, an)))
 	g.capabilities = &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
 		Prompts:     &mcp.PromptCapabilities{ListChanged: true},

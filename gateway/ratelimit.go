@@ -30,7 +30,7 @@ func (g *Gateway) rateLimit(ctx context.Context, c *call) *ratelimit.Refusal {
 	if l == nil {
 		return nil
 	}
-	ref := l.Take(c.principal, c.kind, c.name, c.route.up.Name(), ratelimit.Now(), &c.held)
+	ref := l.Take(ctx, c.principal, c.kind, c.name, c.route.up.Name(), ratelimit.Now(), &c.held)
 	if ref == nil {
 		return nil
 	}

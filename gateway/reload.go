@@ -177,7 +177,7 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 	if len(cfg.Toolsets) > 0 {
 		g.toolsetsSeen.Store(true) // before any request can find one
 	}
-	snap := newSnapshot(cfg, an)
+	snap := g.shareLimits(newSnapshot(cfg, an))
 	snap.limits.Inherit(old.limits) // unchanged rate limits keep their buckets
 	g.snap.Store(snap)
 	res.poolChanges = g.updatePool(cfg)

@@ -15,6 +15,7 @@
 package ratelimit
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -73,13 +74,18 @@ type rule struct {
 	global    bool
 	// maxConcurrent caps the calls in flight per bucket; 0 = no cap.
 	maxConcurrent int64
-	state         *state
+	// rate is the rule's rate as configured ("100/m"); shared, when set (Share), is how a
+	// global rule counts across replicas (shared.go).
+	rate   string
+	shared *shared
+	state  *state
 }
 
 // state is a rule's buckets.
 type state struct {
 	global bucket
 	shards [shards]shard
+	shared sharedState
 }
 
 type shard struct {
@@ -113,6 +119,7 @@ func New(limits []config.RateLimit) *Limiter {
 			who:           policy.CompilePrincipals(rl.Principals),
 			global:        rl.Scope == config.ScopeGlobal,
 			maxConcurrent: int64(rl.MaxConcurrent),
+			rate:          strings.TrimSpace(rl.Rate),
 			state:         &state{},
 		}
 		if n, per, err := config.ParseRate(rl.Rate); err == nil {
@@ -219,8 +226,10 @@ func (h *Held) Release() {
 // a rule refuses, what the earlier rules gave is given back and the refusal returned; nil
 // means the call may proceed (and must Release h when it ends). It takes no lock for a
 // global rule and one shard's lock for a per-principal rule, and allocates only for a
-// principal's first call.
-func (l *Limiter) Take(pr *policy.Principal, kind policy.Kind, name, server string, now int64, h *Held) *Refusal {
+// principal's first call. A global rule that counts in a shared counter (Share) also takes
+// a token there, which waits on the counter (at most its timeout, ctx aside) only when this
+// replica's reserved batch is spent.
+func (l *Limiter) Take(ctx context.Context, pr *policy.Principal, kind policy.Kind, name, server string, now int64, h *Held) *Refusal {
 	k := kindIndex(kind)
 	if l == nil || k < 0 {
 		return nil
@@ -247,6 +256,14 @@ func (l *Limiter) Take(pr *policy.Principal, kind policy.Kind, name, server stri
 				giveBack(taken[:min(nt, len(taken))], tokens[:min(nt, len(tokens))])
 				h.Release()
 				return &Refusal{Rule: r.name, RetryAfter: time.Duration(wait)}
+			}
+			if r.shared != nil {
+				if wait, ok := r.takeShared(ctx, now); !ok {
+					b.tat.Add(-r.interval)
+					giveBack(taken[:min(nt, len(taken))], tokens[:min(nt, len(tokens))])
+					h.Release()
+					return &Refusal{Rule: r.name, RetryAfter: time.Duration(wait)}
+				}
 			}
 			if nt < len(taken) {
 				taken[nt], tokens[nt] = r, b

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -76,7 +77,7 @@ func TestTakeCountsCallsAgainstTheirRule(t *testing.T) {
 			for i, c := range tt.calls {
 				server, _, _ := cutServer(c.tool)
 				var h Held
-				ref := l.Take(c.who, c.kind, c.tool, server, 0, &h)
+				ref := l.Take(context.Background(), c.who, c.kind, c.tool, server, 0, &h)
 				if got := ref != nil; got != tt.refused[i] {
 					t.Errorf("call %d (%s %s): refused = %v, want %v", i, c.who.Name(), c.tool, got, tt.refused[i])
 				}
@@ -98,19 +99,19 @@ func TestRetryAfterIsTheNextToken(t *testing.T) {
 	l := New([]config.RateLimit{{Tools: []string{"*"}, Rate: "10/s", Burst: 3}})
 	var h Held
 	for i := range 3 {
-		if ref := l.Take(alice, policy.Tool, echoTool, "everything", 0, &h); ref != nil {
+		if ref := l.Take(context.Background(), alice, policy.Tool, echoTool, "everything", 0, &h); ref != nil {
 			t.Fatalf("call %d refused: %+v", i, ref)
 		}
 	}
-	ref := l.Take(alice, policy.Tool, echoTool, "everything", 0, &h)
+	ref := l.Take(context.Background(), alice, policy.Tool, echoTool, "everything", 0, &h)
 	if ref == nil || ref.RetryAfter != 100*time.Millisecond || ref.Rule != "rateLimits[0]" || ref.Concurrent {
 		t.Fatalf("refusal = %+v, want rateLimits[0] retry after 100ms", ref)
 	}
 	// 40 ms later the next token is 60 ms away; at 100 ms it is there.
-	if ref := l.Take(alice, policy.Tool, echoTool, "everything", int64(40*time.Millisecond), &h); ref == nil || ref.RetryAfter != 60*time.Millisecond {
+	if ref := l.Take(context.Background(), alice, policy.Tool, echoTool, "everything", int64(40*time.Millisecond), &h); ref == nil || ref.RetryAfter != 60*time.Millisecond {
 		t.Fatalf("refusal at 40ms = %+v, want retry after 60ms", ref)
 	}
-	if ref := l.Take(alice, policy.Tool, echoTool, "everything", int64(100*time.Millisecond), &h); ref != nil {
+	if ref := l.Take(context.Background(), alice, policy.Tool, echoTool, "everything", int64(100*time.Millisecond), &h); ref != nil {
 		t.Fatalf("call at 100ms refused: %+v", ref)
 	}
 }
@@ -122,7 +123,7 @@ func TestSteadyRateIsTheLimit(t *testing.T) {
 	passed := 0
 	for i := range 10_000 {
 		var h Held
-		if l.Take(alice, policy.Tool, echoTool, "everything", int64(i)*int64(time.Millisecond), &h) == nil {
+		if l.Take(context.Background(), alice, policy.Tool, echoTool, "everything", int64(i)*int64(time.Millisecond), &h) == nil {
 			passed++
 		}
 	}
@@ -134,15 +135,15 @@ func TestSteadyRateIsTheLimit(t *testing.T) {
 func TestMaxConcurrentHoldsUntilRelease(t *testing.T) {
 	l := New([]config.RateLimit{{Tools: []string{"*"}, MaxConcurrent: 2, Scope: config.ScopeGlobal}})
 	var h1, h2, h3 Held
-	if l.Take(alice, policy.Tool, echoTool, "", 0, &h1) != nil || l.Take(bob, policy.Tool, echoTool, "", 0, &h2) != nil {
+	if l.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h1) != nil || l.Take(context.Background(), bob, policy.Tool, echoTool, "", 0, &h2) != nil {
 		t.Fatal("first two calls refused")
 	}
-	ref := l.Take(alice, policy.Tool, echoTool, "", 0, &h3)
+	ref := l.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h3)
 	if ref == nil || !ref.Concurrent {
 		t.Fatalf("third call in flight: refusal = %+v, want a concurrency refusal", ref)
 	}
 	h1.Release()
-	if ref := l.Take(alice, policy.Tool, echoTool, "", 0, &h3); ref != nil {
+	if ref := l.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h3); ref != nil {
 		t.Fatalf("after a release: refused %+v", ref)
 	}
 }
@@ -151,16 +152,16 @@ func TestInheritKeepsTheBucketsOfUnchangedRules(t *testing.T) {
 	limits := []config.RateLimit{{Tools: []string{"*"}, Rate: "1/s"}}
 	old := New(limits)
 	var h Held
-	old.Take(alice, policy.Tool, echoTool, "", 0, &h)
+	old.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h)
 
 	same := New([]config.RateLimit{{Tools: []string{"x"}, Rate: "5/s"}, limits[0]})
 	same.Inherit(old)
-	if ref := same.Take(alice, policy.Tool, echoTool, "", 0, &h); ref == nil {
+	if ref := same.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h); ref == nil {
 		t.Fatal("an unchanged rule was refilled by the reload")
 	}
 	changed := New([]config.RateLimit{{Tools: []string{"*"}, Rate: "2/s"}})
 	changed.Inherit(old)
-	if ref := changed.Take(alice, policy.Tool, echoTool, "", 0, &h); ref != nil {
+	if ref := changed.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h); ref != nil {
 		t.Fatalf("a changed rule kept the old bucket: %+v", ref)
 	}
 }
@@ -171,7 +172,7 @@ func TestIdlePrincipalsAreEvicted(t *testing.T) {
 	for i := range 10 * shards * shardCap / 4 {
 		pr := policy.NewPrincipal(fmt.Sprintf("p%d", i), nil)
 		var h Held
-		l.Take(pr, policy.Tool, echoTool, "", int64(i)*sec, &h) // earlier ones are full again
+		l.Take(context.Background(), pr, policy.Tool, echoTool, "", int64(i)*sec, &h) // earlier ones are full again
 	}
 	total := 0
 	for i := range r.state.shards {
@@ -197,7 +198,7 @@ func TestConcurrentTakesNeverExceedTheBucket(t *testing.T) {
 			defer wg.Done()
 			for range 100 {
 				var h Held
-				if l.Take(alice, policy.Tool, echoTool, "", 0, &h) == nil {
+				if l.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h) == nil {
 					mu.Lock()
 					passed++
 					mu.Unlock()
@@ -214,7 +215,7 @@ func TestConcurrentTakesNeverExceedTheBucket(t *testing.T) {
 func TestNilLimiterLimitsNothing(t *testing.T) {
 	var l *Limiter
 	var h Held
-	if New(nil) != nil || l.Take(alice, policy.Tool, echoTool, "", 0, &h) != nil {
+	if New(nil) != nil || l.Take(context.Background(), alice, policy.Tool, echoTool, "", 0, &h) != nil {
 		t.Fatal("no limits refused a call")
 	}
 }
@@ -230,7 +231,7 @@ func BenchmarkTake(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			var h Held
-			if l.Take(alice, policy.Tool, echoTool, "everything", Now(), &h) != nil {
+			if l.Take(context.Background(), alice, policy.Tool, echoTool, "everything", Now(), &h) != nil {
 				b.Fatal("refused")
 			}
 			h.Release()
