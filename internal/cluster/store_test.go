@@ -1,61 +1,20 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-)
 
-// startRedis runs redis-server (Debian's package) on a free loopback port,
-// without persistence, for the test. Without it the test skips, except in
-// CI, where scripts/test.sh installs it and a skip would hide a failure.
-func startRedis(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server missing in CI (scripts/test.sh installs it)")
-		}
-		t.Skip("redis-server is not installed; the Redis store test skips (apt-get install redis-server)")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().(*net.TCPAddr)
-	ln.Close()
-	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(addr.Port), "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "Ready to accept connections") {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			return addr.String()
-		}
-	}
-	t.Fatal("redis-server did not start")
-	return ""
-}
+	"github.com/manifold-mcp/manifold/internal/redistest"
+)
 
 // TestRedisStore: what one replica stores, another reads; values expire;
 // counters add across replicas and expire with their window.
 func TestRedisStore(t *testing.T) {
-	addr := startRedis(t)
+	addr := redistest.Start(t)
 	ctx := context.Background()
 	a, err := OpenStore("redis://" + addr + "/0")
 	if err != nil {
@@ -115,7 +74,7 @@ func TestRedisStore(t *testing.T) {
 // TestRedisStoreUpdate: concurrent read-modify-writes from two replicas
 // lose no update; nil writes nothing; an error aborts and writes nothing.
 func TestRedisStoreUpdate(t *testing.T) {
-	addr := startRedis(t)
+	addr := redistest.Start(t)
 	ctx := context.Background()
 	a, _ := OpenStore("redis://" + addr + "/0")
 	defer a.Close()
@@ -169,7 +128,7 @@ func TestRedisStoreUpdate(t *testing.T) {
 // TestRedisStoreKeys: Keys lists by prefix, with glob characters taken
 // literally.
 func TestRedisStoreKeys(t *testing.T) {
-	addr := startRedis(t)
+	addr := redistest.Start(t)
 	ctx := context.Background()
 	s, _ := OpenStore("redis://" + addr + "/0")
 	defer s.Close()
