@@ -198,6 +198,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	if g.store, err = openClusterStore(&cfg.Gateway.Cluster); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.creds.shared = g.store
 	if g.cluster != nil {
 		g.bridge.once.Do(func() {
 			g.bridge.signer = clusterSigner(func() [][]byte { return g.cluster.Keys().StateKeys() }, g.cluster.Self(), g.cluster.Boot())
