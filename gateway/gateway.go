@@ -446,7 +446,7 @@ func (g *Gateway) merge() {
 	snap := g.current()
 	held := g.checkPins(g.pool.serving(), snap)
 	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader, held)
-	r.listedPerClient = perClientListed(g.pool.serving())
+	r.listedPerClient, r.held = perClientListed(g.pool.serving()), held
 	g.routes.Store(r)
 	g.indexCatalog(r)
 	g.apply(r)
