@@ -129,7 +129,7 @@ func (v *validator) fileStores(g *Gateway) {
 	if !g.Cluster.Enabled() {
 		return
 	}
-	const msg = "a file-backed store is per replica: cluster mode (gateway.cluster) needs state every replica shares"
+	const msg = "a file-backed store is per replica: in cluster mode (gateway.cluster) set store: cluster instead of file, with gateway.cluster.store, so that every replica shares it"
 	if g.TokenStore.File != "" {
 		v.add("gateway.tokenStore.file", msg)
 	}

@@ -73,6 +73,26 @@ func TestClusterConfig(t *testing.T) {
 			{"m.yaml", "gateway.pinning.file", "a file-backed store is per replica"},
 			{"m.yaml", "gateway.tokenStore.file", "a file-backed store is per replica"},
 		}},
+		{name: "token store and pins in the shared store", cluster: `{secret: ` + secret + `, advertise: "10.1.2.3:8080", store: "redis://redis:6379/0"}
+  tokenStore: {store: cluster, secret: token-store-secret-0123456789abcdef}
+  pinning: {store: cluster, mode: block}`,
+			check: func(t *testing.T, c *Cluster) {
+				if c.Store == "" {
+					t.Errorf("decoded %+v", c)
+				}
+			}},
+		{name: "shared-store sections without a shared store", cluster: `{secret: ` + secret + `, advertise: "10.1.2.3:8080"}
+  tokenStore: {store: cluster, secret: token-store-secret-0123456789abcdef}
+  pinning: {store: cluster}`, want: []wantErr{
+			{"m.yaml", "gateway.pinning.store", "needs cluster mode with a shared store"},
+			{"m.yaml", "gateway.tokenStore.store", "needs cluster mode with a shared store"},
+		}},
+		{name: "shared token store without its secret, store and file, another store", cluster: `{secret: ` + secret + `, advertise: "10.1.2.3:8080", store: "redis://redis:6379/0"}
+  tokenStore: {store: cluster}
+  pinning: {store: redis}`, want: []wantErr{
+			{"m.yaml", "gateway.pinning.store", "must be cluster"},
+			{"m.yaml", "gateway.tokenStore.secret", "needs secret or secretFile"},
+		}},
 		{name: "typo", cluster: `{secret: ` + secret + `, advertise: "10.1.2.3:8080", advertize: x}`, want: []wantErr{
 			{"m.yaml", "gateway.cluster.advertize", "unknown key"},
 		}},

@@ -35,8 +35,11 @@ type Pinning struct {
 	// Mode is PinningOff (default), PinningWarn (a changed definition is logged, audited and
 	// counted, and served) or PinningBlock (a changed definition is also hidden until approved).
 	Mode string
-	// File (key "file") is the pin file; required when any server pins.
+	// File (key "file") is the pin file; required when any server pins, unless Store is set.
 	File string
+	// Store (key "store") is StoreCluster to keep the pins in the cluster's shared store
+	// (gateway.cluster.store) instead of a file: what several replicas need.
+	Store string
 	// NewTools (key "newTools") is NewToolsAllow (default: a definition seen for the first
 	// time is approved) or NewToolsHold (it waits for approval, hidden).
 	NewTools string
@@ -143,6 +146,7 @@ func pinningFields(p *Pinning) []field {
 	return []field{
 		{name: "mode", ptr: &p.Mode},
 		{name: "file", ptr: &p.File},
+		{name: "store", ptr: &p.Store},
 		{name: "newTools", ptr: &p.NewTools},
 	}
 }
@@ -190,8 +194,8 @@ func (v *validator) traffic(c *Config, section string) {
 		v.pinningMode(key+".mode", s.Pinning.Mode)
 		v.newTools(key+".newTools", s.Pinning.NewTools)
 	}
-	if c.Pins() && strings.TrimSpace(c.Gateway.Pinning.File) == "" {
-		v.add("gateway.pinning.file", "is required while a server pins its definitions (mode warn or block)")
+	if c.Pins() && strings.TrimSpace(c.Gateway.Pinning.File) == "" && c.Gateway.Pinning.Store == "" {
+		v.add("gateway.pinning.file", "is required while a server pins its definitions (mode warn or block), or store: cluster with several replicas")
 	}
 	for i, r := range c.RateLimits {
 		key := fmt.Sprintf("%s[%d]", keyRateLimits, i)

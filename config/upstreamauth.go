@@ -101,6 +101,9 @@ func (a UpstreamAuth) PerPrincipal() bool {
 type TokenStore struct {
 	// File is the encrypted store's path; it is created when absent.
 	File string
+	// Store (key "store") is StoreCluster to keep the tokens, each sealed, in the cluster's
+	// shared store (gateway.cluster.store) instead of a file: what several replicas need.
+	Store string
 	// Secret (at least 32 bytes, usually "${VAR}") or SecretFile (key "secretFile") is the
 	// secret the store's key is derived from; exactly one is required with File.
 	Secret     string
@@ -132,6 +135,7 @@ func upstreamAuthFields(a *UpstreamAuth) []field {
 func tokenStoreFields(t *TokenStore) []field {
 	return []field{
 		{name: "file", ptr: &t.File},
+		{name: "store", ptr: &t.Store},
 		{name: "secret", ptr: &t.Secret},
 		{name: "secretFile", ptr: &t.SecretFile},
 	}
@@ -227,9 +231,9 @@ func (v *validator) upstreamAuth(serverKey string, s Server, typ string, jwt boo
 // tokenStore checks gateway.tokenStore.
 func (v *validator) tokenStore(t TokenStore) {
 	const key = "gateway.tokenStore"
-	if t.File == "" {
+	if t.File == "" && t.Store == "" {
 		if t.Secret != "" || t.SecretFile != "" {
-			v.add(key+".file", "is required with a secret")
+			v.add(key+".file", "is required with a secret (or store: cluster)")
 		}
 		return
 	}

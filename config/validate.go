@@ -256,6 +256,7 @@ func (v *validator) gateway(g *Gateway, authenticated bool) {
 	}
 	v.cluster(&g.Cluster)
 	v.fileStores(g)
+	v.sharedStores(g)
 }
 
 // listen checks the listen address and that a non-loopback one is authenticated or

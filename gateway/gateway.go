@@ -199,6 +199,7 @@ func New(cfg *config.Config, opts *Options) (*Gateway, error) {
 	if g.store, err = openClusterStore(&cfg.Gateway.Cluster); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.creds.shared = g.store
 	if g.cluster != nil {
 		g.bridge.once.Do(func() {
 			g.bridge.signer = clusterSigner(func() [][]byte { return g.cluster.Keys().StateKeys() }, g.cluster.Self(), g.cluster.Boot())
@@ -446,7 +447,7 @@ func (g *Gateway) merge() {
 	snap := g.current()
 	held := g.checkPins(g.pool.serving(), snap)
 	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader, held)
-	r.listedPerClient = perClientListed(g.pool.serving())
+	r.listedPerClient, r.held = perClientListed(g.pool.serving()), held
 	g.routes.Store(r)
 	g.indexCatalog(r)
 	g.apply(r)

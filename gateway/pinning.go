@@ -25,11 +25,18 @@ import (
 //
 // Approval (`manifold pins approve`) writes the pin file; the gateway
 // watches it and merges again, so an approval applies without a restart.
+// With several replicas the pins are in the cluster's shared store
+// (gateway.pinning.store: cluster), which each replica polls instead
+// (sharedstate.go).
 
 // pinning is the gateway's pinning state. merge owns it (under syncMu).
 type pinning struct {
-	store *pins.FileStore // nil while nothing pins
-	// watching is the pin file's watcher goroutine's stop; nil when none.
+	store pins.Store // nil while nothing pins
+	// where names the store in logs and tells when it changes: the
+	// file's path, or the shared store's key.
+	where string
+	// watching is the stop of the store's watcher (or poller) goroutine;
+	// nil when none.
 	watching context.CancelFunc
 	// tools and prompts cache the digests of the definitions of the
 	// current catalogs, by pointer: an upstream replaces its lists when
@@ -77,12 +84,17 @@ func (g *Gateway) checkPins(ups []*upstream.Upstream, snap *snapshot) map[heldKe
 		p.store, p.tools, p.prompts, p.last = nil, nil, nil, nil
 		return nil
 	}
-	if p.store == nil || p.store.Path() != cfg.Gateway.Pinning.File {
+	if where := pinStoreName(&cfg.Gateway.Pinning); p.store == nil || p.where != where {
 		p.stop()
-		p.store, p.last = pins.NewFileStore(cfg.Gateway.Pinning.File), nil
+		p.store, p.where, p.last = g.openPins(&cfg.Gateway.Pinning), where, nil
 	}
 	if p.watching == nil {
-		g.watchPins(p.store)
+		switch st := p.store.(type) {
+		case *pins.FileStore:
+			g.watchPins(st)
+		case *pins.SharedStore:
+			g.pollPins(st)
+		}
 	}
 	items := p.items(ups, cfg, g.log)
 	now := time.Now()
@@ -112,7 +124,7 @@ func (g *Gateway) checkPins(ups []*upstream.Upstream, snap *snapshot) map[heldKe
 	if err != nil {
 		// The file is kept as it is (a corrupt file is not overwritten);
 		// decisions are made on the last set read, in memory.
-		g.log.Error("pin file unusable; deciding on the pins last read", zap.String(keyPinFile, p.store.Path()), zap.Error(err))
+		g.log.Error("pin store unusable; deciding on the pins last read", zap.String(keyPinFile, p.where), zap.Error(err))
 		if p.last == nil {
 			p.last = pins.NewSet()
 		}

@@ -45,6 +45,9 @@ type routes struct {
 	// listedPerClient names the servers with per-client lists; nil: none
 	// (sessionlists.go).
 	listedPerClient []string
+	// held is what pinning holds (checkPins), which a session's own
+	// generation (per-client lists) holds too.
+	held map[heldKey]bool
 }
 
 // resource finds the upstream owning a URI as the client sees it, and the

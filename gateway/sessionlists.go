@@ -142,7 +142,7 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 		sr.catalogs[up] = up.Catalog() // before the merge reads them: a later change is seen
 	}
 	snap := g.current()
-	r, problems := buildRoutes(ups, snap.cfg.Servers, snap.ns, instructionsHeader, nil)
+	r, problems := buildRoutes(ups, snap.cfg.Servers, snap.ns, instructionsHeader, global.held)
 	for _, p := range problems {
 		// This session's own: not in the gateway's problems, which /status
 		// shows to every operator as the shared lists' state.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/cluster"
 	"github.com/manifold-mcp/manifold/internal/upcred"
 	"github.com/manifold-mcp/manifold/upstream"
 )
@@ -31,6 +32,9 @@ type upstreamCreds struct {
 	storeCfg config.TokenStore
 	storeErr error
 	servers  map[string]*serverCreds
+	// shared is the cluster's shared store (gateway.tokenStore.store:
+	// cluster), set at New; nil without one.
+	shared *cluster.RedisStore
 }
 
 // serverCreds are the token sources of one server's auth.
@@ -48,7 +52,7 @@ func (c *upstreamCreds) storeLocked(cfg config.TokenStore) (upcred.Store, error)
 		return c.store, c.storeErr
 	}
 	c.storeCfg, c.servers = cfg, nil // exchangers hold the old store
-	c.store, c.storeErr = upcred.OpenStore(cfg)
+	c.store, c.storeErr = openTokenStore(cfg, c.shared)
 	if c.storeErr != nil {
 		c.store = &upcred.MemoryStore{} // exchangers report storeErr instead
 	}

@@ -34,7 +34,8 @@ if ! command -v chromium >/dev/null; then
   fi
 fi
 
-# The cluster store's test (internal/cluster) runs Debian's redis-server, and
+# The shared store's tests (internal/cluster, internal/pins, internal/upcred,
+# gateway, test/e2e: pins and tokens across replicas) run Debian's redis-server, and
 # the cluster e2e test also goes through HAProxy when it is installed: CI
 # installs both; elsewhere the store test skips without redis-server.
 if ! command -v redis-server >/dev/null || ! command -v haproxy >/dev/null; then
@@ -45,7 +46,7 @@ if ! command -v redis-server >/dev/null || ! command -v haproxy >/dev/null; then
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server haproxy
   elif ! command -v redis-server >/dev/null; then
-    echo "test.sh: redis-server is not installed; the cluster store test skips (apt-get install redis-server)" >&2
+    echo "test.sh: redis-server is not installed; the shared-store tests skip (apt-get install redis-server)" >&2
   fi
 fi
 

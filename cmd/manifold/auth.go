@@ -18,7 +18,8 @@ const authUsage = `Usage:
   manifold auth revoke --config FILE --principal NAME [--server NAME]
 
 Lists or removes the upstream tokens the gateway keeps per principal and
-server in gateway.tokenStore (an encrypted file). list never prints a token.
+server in gateway.tokenStore (an encrypted file, or with store: cluster
+sealed keys in the cluster's shared store). list never prints a token.
 revoke removes the principal's token for --server, or for every server: the
 next request of that principal needs a new one. A running gateway sees the
 change at its next request to that upstream.
@@ -51,11 +52,14 @@ func authCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 2
 	}
-	if cfg.Gateway.TokenStore.File == "" {
-		fmt.Fprintln(stderr, "manifold auth: the config has no gateway.tokenStore.file: tokens are kept in the gateway's memory only")
+	if cfg.Gateway.TokenStore.File == "" && cfg.Gateway.TokenStore.Store == "" {
+		fmt.Fprintln(stderr, "manifold auth: the config has no gateway.tokenStore.file or store: tokens are kept in the gateway's memory only")
 		return 2
 	}
-	store, err := upcred.OpenStore(cfg.Gateway.TokenStore)
+	store, closeStore, err := openTokenStore(cfg)
+	if closeStore != nil {
+		defer closeStore()
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "manifold auth: %v\n", err)
 		return 1

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/pins"
 )
 
@@ -20,6 +21,9 @@ every pin and its state: approved, changed (the server now serves another
 definition, pending approval) or held (never approved). diff shows, field by
 field, what changed. approve makes the pending definitions the approved
 ones; a running gateway watches the file and applies the approval at once.
+With gateway.pinning.store: cluster (several replicas) --config works on the
+pins in the cluster's shared store, and every replica applies the approval
+within a few seconds.
 --tool and --prompt name items as the upstream serves them (echo, not
 everything__echo).
 
@@ -50,18 +54,29 @@ func pinsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	path := *file
+	var store pins.Store
 	if *cfgPath != "" {
 		cfg, err := loadConfig(*cfgPath)
 		if err != nil {
 			printConfigError(stderr, err)
 			return 2
 		}
-		if path = cfg.Gateway.Pinning.File; path == "" {
-			fmt.Fprintf(stderr, "manifold pins: %s sets no gateway.pinning.file\n", *cfgPath)
+		if cfg.Gateway.Pinning.Store == config.StoreCluster {
+			kv, err := openSharedStore(cfg)
+			if err != nil {
+				fmt.Fprintf(stderr, "manifold pins: %v\n", err)
+				return 1
+			}
+			defer kv.Close()
+			store = pins.NewSharedStore(kv)
+		} else if path = cfg.Gateway.Pinning.File; path == "" {
+			fmt.Fprintf(stderr, "manifold pins: %s sets no gateway.pinning.file or store\n", *cfgPath)
 			return 2
 		}
 	}
-	store := pins.NewFileStore(path)
+	if store == nil {
+		store = pins.NewFileStore(path)
+	}
 	var n int
 	var err error
 	switch args[0] {

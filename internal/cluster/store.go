@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +26,14 @@ type Store interface {
 	// Incr adds n to the counter key and returns its new value; a counter
 	// it creates expires after ttl (a rate-limit window).
 	Incr(ctx context.Context, key string, n int64, ttl time.Duration) (int64, error)
+	// Update is an atomic read-modify-write of key against every replica:
+	// change gets the current value (ok false when there is none) and
+	// returns the new one, or nil to write nothing; when another writer
+	// changed key meanwhile, change runs again on its value (a bounded
+	// number of times). Update returns the value stored at the end.
+	Update(ctx context.Context, key string, change func(old []byte, ok bool) ([]byte, error)) ([]byte, error)
+	// Keys returns the keys that start with prefix, sorted.
+	Keys(ctx context.Context, prefix string) ([]string, error)
 	// Close releases the store's connections.
 	Close() error
 }
@@ -96,6 +106,81 @@ func (s *RedisStore) Incr(ctx context.Context, key string, n int64, ttl time.Dur
 		return 0, fmt.Errorf("cluster store: incr: %w", err)
 	}
 	return incr.Val(), nil
+}
+
+// maxUpdateTries bounds Update's retries when other writers keep winning.
+const maxUpdateTries = 32
+
+// ErrContended: Update lost the race for its key maxUpdateTries times.
+var ErrContended = errors.New("cluster store: update: too many concurrent writers")
+
+// Update implements Store: WATCH key, GET, then SET in MULTI/EXEC, which
+// Redis aborts when key changed after the WATCH (optimistic locking); an
+// aborted transaction runs again.
+func (s *RedisStore) Update(ctx context.Context, key string, change func(old []byte, ok bool) ([]byte, error)) ([]byte, error) {
+	var result []byte
+	txf := func(tx *redis.Tx) error {
+		old, err := tx.Get(ctx, key).Bytes()
+		ok := err == nil
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		next, err := change(old, ok)
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			result = old
+			return nil
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, key, next, redis.KeepTTL)
+			return nil
+		})
+		result = next
+		return err
+	}
+	for range maxUpdateTries {
+		err := s.c.Watch(ctx, txf, key)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster store: update: %w", err)
+		}
+		return result, nil
+	}
+	return nil, ErrContended
+}
+
+// Keys implements Store with SCAN MATCH (never KEYS, which blocks the
+// server); glob characters in prefix are escaped.
+func (s *RedisStore) Keys(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
+	it := s.c.Scan(ctx, 0, globEscape(prefix)+"*", 256).Iterator()
+	for it.Next(ctx) {
+		out = append(out, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("cluster store: keys: %w", err)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil // SCAN may return a key twice
+}
+
+// globEscape escapes the characters Redis' MATCH pattern treats specially.
+func globEscape(s string) string {
+	if !strings.ContainsAny(s, `*?[]\^`) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Close implements Store.

@@ -5,8 +5,8 @@
 //
 // A definition is hashed as the upstream serves it: its JSON object without "_meta",
 // canonicalised by RFC 8785 (JSON Canonicalization Scheme), before the gateway's overrides and
-// plugins. The pins of every server live in a Set, kept by a Store: a file today
-// (FileStore), a shared store in a cluster later. Observe compares what a server serves with
+// plugins. The pins of every server live in a Set, kept by a Store: a file for one
+// instance (FileStore), the cluster's shared store for several replicas (SharedStore). Observe compares what a server serves with
 // its pins and says what to do; the gateway acts on it (gateway/pinning.go), and `manifold
 // pins` lists, diffs and approves.
 package pins

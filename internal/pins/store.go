@@ -12,8 +12,8 @@ import (
 
 // Store keeps a Set. The gateway and `manifold pins` share one, so every change is a
 // read-modify-write that Update makes atomic against other writers, in this process and
-// others. A FileStore is the only one today; a cluster's shared store (several replicas) is
-// meant to implement the same interface.
+// others. FileStore keeps it in a file (one instance), SharedStore in the cluster's shared
+// store (several replicas).
 type Store interface {
 	// Load returns the set as stored; an empty set when nothing is stored yet.
 	Load(ctx context.Context) (*Set, error)

@@ -3,11 +3,6 @@ package upcred
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,8 +38,8 @@ type envelope struct {
 // using what it read last). Writes replace the file atomically (a temporary file renamed over
 // it) under an advisory lock on path+".lock".
 type FileStore struct {
-	path string
-	aead cipher.AEAD
+	path   string
+	sealer *sealer
 
 	mu     sync.Mutex
 	cached records
@@ -56,22 +51,11 @@ var _ Store = (*FileStore)(nil)
 // NewFileStore returns the store in the file at path (created at the first write), sealed
 // with a key derived from secret (HKDF-SHA256), which must be at least 32 bytes.
 func NewFileStore(path string, secret []byte) (*FileStore, error) {
-	if len(secret) < 32 {
-		return nil, errors.New("token store: the secret must be at least 32 bytes")
-	}
-	key, err := hkdf.Key(sha256.New, secret, nil, storeKeyInfo, 32)
+	sl, err := newSealer(secret)
 	if err != nil {
-		return nil, fmt.Errorf("token store: %w", err)
+		return nil, err
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("token store: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("token store: %w", err)
-	}
-	return &FileStore{path: path, aead: aead}, nil
+	return &FileStore{path: path, sealer: sl}, nil
 }
 
 // Get implements Store.
@@ -153,13 +137,9 @@ func readLimited(path string) ([]byte, error) {
 
 // open decrypts a store file's content.
 func (s *FileStore) open(data []byte) (records, error) {
-	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil || env.Version != fileVersion || len(env.Nonce) != s.aead.NonceSize() {
-		return nil, errors.New("token store: the file is not a token store of this version")
-	}
-	plain, err := s.aead.Open(nil, env.Nonce, env.Ciphertext, []byte(storeKeyInfo))
+	plain, err := s.sealer.open(data, "the file")
 	if err != nil {
-		return nil, errors.New("token store: cannot decrypt the file (wrong secret, or the file was altered)")
+		return nil, err
 	}
 	r := records{}
 	if err := json.Unmarshal(plain, &r); err != nil {
@@ -174,11 +154,7 @@ func (s *FileStore) seal(r records) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token store: %w", err)
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, fmt.Errorf("token store: %w", err)
-	}
-	return json.Marshal(envelope{Version: fileVersion, Nonce: nonce, Ciphertext: s.aead.Seal(nil, nonce, plain, []byte(storeKeyInfo))})
+	return s.sealer.seal(plain)
 }
 
 // update applies change to the current records under the file lock and writes them back when
@@ -269,18 +245,27 @@ func writeAtomic(path string, data []byte) error {
 
 // OpenStore returns the store cfg configures: a FileStore when cfg.File is set (its secret
 // from cfg.Secret or the file cfg.SecretFile, surrounding white space dropped), else a new
-// MemoryStore.
+// MemoryStore. The cluster's shared store (cfg.Store) is OpenSharedStore's.
 func OpenStore(cfg config.TokenStore) (Store, error) {
 	if cfg.File == "" {
 		return &MemoryStore{}, nil
 	}
-	secret := []byte(cfg.Secret)
-	if cfg.SecretFile != "" {
-		b, err := os.ReadFile(cfg.SecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("gateway.tokenStore.secretFile: %w", err)
-		}
-		secret = bytes.TrimSpace(b)
+	secret, err := storeSecret(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return NewFileStore(cfg.File, secret)
+}
+
+// storeSecret returns cfg's secret: Secret, or SecretFile's content without surrounding
+// white space.
+func storeSecret(cfg config.TokenStore) ([]byte, error) {
+	if cfg.SecretFile == "" {
+		return []byte(cfg.Secret), nil
+	}
+	b, err := os.ReadFile(cfg.SecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.tokenStore.secretFile: %w", err)
+	}
+	return bytes.TrimSpace(b), nil
 }
