@@ -88,7 +88,7 @@ func (e *entry) matches(t *Target) bool {
 		return false
 	}
 	if e.byKind {
-		k := kindIndex(t.Kind)
+		k := t.Kind.CallIndex()
 		if k < 0 || !anyMatch(e.names[k], t.Name) {
 			return false
 		}
@@ -97,18 +97,6 @@ func (e *entry) matches(t *Target) bool {
 		return false
 	}
 	return true
-}
-
-func kindIndex(k policy.Kind) int {
-	switch k {
-	case policy.Tool:
-		return 0
-	case policy.Prompt:
-		return 1
-	case policy.Resource:
-		return 2
-	}
-	return -1
 }
 
 // Covers reports whether some plugin of c matches t: a call no plugin
@@ -181,7 +169,7 @@ var (
 // read's params), in priority order: each sees the previous one's
 // payload. A block ends the chain with a *BlockedError.
 func (c *Chain) Pre(ctx context.Context, t *Target, payload []byte) (Outcome, error) {
-	k := kindIndex(t.Kind)
+	k := t.Kind.CallIndex()
 	if c == nil || k < 0 {
 		return Outcome{Payload: payload}, nil
 	}
@@ -190,7 +178,7 @@ func (c *Chain) Pre(ctx context.Context, t *Target, payload []byte) (Outcome, er
 
 // Post runs the post hooks of t's kind on payload, the call's result.
 func (c *Chain) Post(ctx context.Context, t *Target, payload []byte) (Outcome, error) {
-	k := kindIndex(t.Kind)
+	k := t.Kind.CallIndex()
 	if c == nil || k < 0 {
 		return Outcome{Payload: payload}, nil
 	}

@@ -32,6 +32,16 @@ const (
 // numKinds is the number of kinds.
 const numKinds = int(Template) + 1
 
+// CallIndex returns k's index among the kinds a call names (tool 0, prompt 1,
+// resource 2), for tables indexed by them; -1 for a template, which no call
+// names.
+func (k Kind) CallIndex() int {
+	if k <= Resource {
+		return int(k)
+	}
+	return -1
+}
+
 // String returns "tool", "prompt", "resource" or "resource template".
 func (k Kind) String() string {
 	switch k {

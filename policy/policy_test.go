@@ -365,3 +365,11 @@ func TestPrincipalsContains(t *testing.T) {
 		t.Errorf("Contains allocates %v times", n)
 	}
 }
+
+func TestKindCallIndex(t *testing.T) {
+	for k, want := range map[policy.Kind]int{policy.Tool: 0, policy.Prompt: 1, policy.Resource: 2, policy.Template: -1} {
+		if got := k.CallIndex(); got != want {
+			t.Errorf("%v.CallIndex() = %d, want %d", k, got, want)
+		}
+	}
+}

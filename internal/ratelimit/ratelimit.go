@@ -42,19 +42,6 @@ type Limiter struct {
 // numKinds is the number of kinds calls name: tools, prompts, resources.
 const numKinds = 3
 
-// kindIndex maps a policy kind to its index in byKind, or -1.
-func kindIndex(k policy.Kind) int {
-	switch k {
-	case policy.Tool:
-		return 0
-	case policy.Prompt:
-		return 1
-	case policy.Resource:
-		return 2
-	}
-	return -1
-}
-
 // rule is one compiled entry of rateLimits.
 type rule struct {
 	// name is the rule's key, "rateLimits[2]", for logs, audit and metrics.
@@ -230,7 +217,7 @@ func (h *Held) Release() {
 // a token there, which waits on the counter (at most its timeout, ctx aside) only when this
 // replica's reserved batch is spent.
 func (l *Limiter) Take(ctx context.Context, pr *policy.Principal, kind policy.Kind, name, server string, now int64, h *Held) *Refusal {
-	k := kindIndex(kind)
+	k := kind.CallIndex()
 	if l == nil || k < 0 {
 		return nil
 	}
