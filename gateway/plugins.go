@@ -255,6 +255,9 @@ func (g *Gateway) rawPreHooks(ctx context.Context, h *hookCall, r *rawRequest) (
 
 // setArguments replaces r's arguments with args (a JSON object).
 func (r *rawRequest) setArguments(args []byte) error {
+	// JSON whitespace around the object is the plugin's formatting, not
+	// part of the value: the envelope's span of the arguments excludes it.
+	args = bytes.Trim(args, jsonSpace)
 	if !isObject(args) {
 		return errNotObject
 	}
@@ -321,6 +324,9 @@ var errNotObject = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "a p
 
 // isObject reports whether b, valid JSON, is an object.
 func isObject(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
+	b = bytes.TrimLeft(b, jsonSpace)
 	return len(b) > 0 && b[0] == '{'
 }
+
+// jsonSpace is the whitespace JSON allows between tokens.
+const jsonSpace = " \t\r\n"

@@ -19,6 +19,8 @@ func FuzzPluginResult(f *testing.F) {
 	f.Add([]byte(`{"a":[1,{"b":"\u0000"}]}`), true)
 	f.Add([]byte(`{"content":[{"type":"text","text":"hi"}],"isError":true}`), false)
 	f.Add([]byte(`"}`), true)
+	f.Add([]byte("{} "), true) // found by the fuzzer: trailing whitespace
+	f.Add([]byte("\n{\"a\":1}\t"), false)
 	f.Fuzz(func(t *testing.T, payload []byte, withArgs bool) {
 		_, _ = decodeResult[*mcp.CallToolResult](payload)
 		_, _ = decodeResult[*mcp.GetPromptResult](payload)
@@ -38,8 +40,9 @@ func FuzzPluginResult(f *testing.F) {
 		if err := r.setArguments(payload); err != nil {
 			return
 		}
-		if got := r.env.Arguments.In(r.msg); !bytes.Equal(got, payload) {
-			t.Fatalf("arguments after the splice = %s; want %s", got, payload)
+		want := bytes.Trim(payload, jsonSpace)
+		if got := r.env.Arguments.In(r.msg); !bytes.Equal(got, want) {
+			t.Fatalf("arguments after the splice = %q; want %q", got, want)
 		}
 		if string(r.env.ID.In(r.msg)) != "7" || string(r.env.Name.In(r.msg)) != `"s__t"` {
 			t.Fatalf("id or name changed: %s", r.msg)
