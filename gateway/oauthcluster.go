@@ -49,6 +49,30 @@ func (g *Gateway) signInNames(server string) upcred.SignInNames {
 	return oauthSignInNames{node: g.cluster, server: server}
 }
 
+// signInPageValue returns the value a page under /oauth/ sends out for
+// principal's sign-in at server and gets back in its state parameter (an
+// identity provider's state, say), made of local (random, the page's own
+// key): in cluster mode a sign-in token naming this replica, so that the
+// answer is forwarded here wherever it lands (oauthCluster), else local.
+func (g *Gateway) signInPageValue(server, principal, local string, expires time.Time) (string, error) {
+	if g.cluster == nil {
+		return local, nil
+	}
+	return g.cluster.IssueSignIn(cluster.KindSignInPage, server, cluster.PrincipalOf(principal), local, expires)
+}
+
+// signInPageLocal returns the local part of value, as signInPageValue made it.
+func (g *Gateway) signInPageLocal(value string) (string, bool) {
+	if g.cluster == nil {
+		return value, true
+	}
+	t, err := g.cluster.OpenSignIn(value)
+	if err != nil || t.Kind != cluster.KindSignInPage {
+		return "", false
+	}
+	return t.Local, true
+}
+
 // oauthCluster serves, in cluster mode, the requests under /oauth/ that
 // belong to another replica (routeSignIn); next serves the others.
 func (g *Gateway) oauthCluster(next http.Handler) http.Handler {

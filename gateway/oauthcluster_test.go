@@ -252,6 +252,19 @@ func TestClusterSignIn(t *testing.T) {
 		if linkBob2 == linkBob {
 			t.Fatal("the used link was handed out again")
 		}
+		// Another page's value (an identity provider's state) names A too.
+		page, err := a.gw.signInPageValue("user", "bob", "page-nonce", time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*Gateway{a.gw, b.gw} {
+			if local, ok := g.signInPageLocal(page); !ok || local != "page-nonce" {
+				t.Fatalf("page value opened as %q %v", local, ok)
+			}
+		}
+		if _, ok := a.gw.signInPageLocal(linkBob2[strings.LastIndex(linkBob2, "/")+1:]); ok {
+			t.Error("a start link id opened as a page value")
+		}
 
 		addr := a.addr()
 		stopReplica(a)
@@ -263,7 +276,7 @@ func TestClusterSignIn(t *testing.T) {
 		}
 		a.srv.Listener = ln
 		startReplica(outer, a, []string{a.addr(), b.addr()}, edit)
-		for _, u := range []string{callback, onReplica(t, linkBob2, b), onReplica(t, linkBob2, a), strings.Replace(callback, b.addr(), a.addr(), 1)} {
+		for _, u := range []string{callback, b.srv.URL + "/oauth/oidc/callback?state=" + url.QueryEscape(page), onReplica(t, linkBob2, b), onReplica(t, linkBob2, a), strings.Replace(callback, b.addr(), a.addr(), 1)} {
 			if code, body := get(t, u); code != http.StatusGone || !strings.Contains(body, "gone or restarted") {
 				t.Errorf("%s after the owner restarted: %d %s, want 410", u, code, body)
 			}

@@ -21,6 +21,10 @@ const (
 	// KindSignInState names the OAuth state of a sign-in, which comes back
 	// on the callback.
 	KindSignInState Kind = 4
+	// KindSignInPage names what another page of a sign-in sends out and
+	// gets back (the state of a sign-in of the person at an identity
+	// provider).
+	KindSignInPage Kind = 5
 )
 
 // SignIn is what a sign-in token names.
@@ -49,7 +53,7 @@ var errSignInKind = errors.New("cluster: not a sign-in token kind")
 // SealSignIn returns s encoded as a token under the issuing sign-in key.
 // The token is at most 1024 characters (a longer one is an error).
 func (k *Keys) SealSignIn(s *SignIn) (string, error) {
-	if s.Kind != KindSignInStart && s.Kind != KindSignInState {
+	if !signInKind(s.Kind) {
 		return "", errSignInKind
 	}
 	if len(s.Server) > 255 {
@@ -71,7 +75,7 @@ func (k *Keys) OpenSignIn(s string, now time.Time) (SignIn, error) {
 	if err != nil {
 		return SignIn{}, err
 	}
-	if t.Kind != KindSignInStart && t.Kind != KindSignInState || len(t.Local) < 1 || len(t.Local) < 1+int(t.Local[0]) {
+	if !signInKind(t.Kind) || len(t.Local) < 1 || len(t.Local) < 1+int(t.Local[0]) {
 		return SignIn{}, ErrMalformed // sealed by us, so never: a version skew
 	}
 	n := 1 + int(t.Local[0])
@@ -88,3 +92,5 @@ func (n *Node) IssueSignIn(kind Kind, server string, principal Principal, local 
 
 // OpenSignIn opens the sign-in token s (see Keys.OpenSignIn).
 func (n *Node) OpenSignIn(s string) (SignIn, error) { return n.Keys().OpenSignIn(s, time.Now()) }
+
+func signInKind(k Kind) bool { return k >= KindSignInStart && k <= KindSignInPage }
