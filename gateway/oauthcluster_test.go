@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -266,16 +264,7 @@ func TestClusterSignIn(t *testing.T) {
 			t.Error("a start link id opened as a page value")
 		}
 
-		addr := a.addr()
-		stopReplica(a)
-		a.srv = httptest.NewUnstartedServer(nil)
-		a.srv.Listener.Close()
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("listening on %s again: %v", addr, err)
-		}
-		a.srv.Listener = ln
-		startReplica(outer, a, []string{a.addr(), b.addr()}, edit)
+		restartReplica(t, outer, a, []string{a.addr(), b.addr()}, edit)
 		for _, u := range []string{callback, b.srv.URL + "/oauth/oidc/callback?state=" + url.QueryEscape(page), onReplica(t, linkBob2, b), onReplica(t, linkBob2, a), strings.Replace(callback, b.addr(), a.addr(), 1)} {
 			if code, body := get(t, u); code != http.StatusGone || !strings.Contains(body, "gone or restarted") {
 				t.Errorf("%s after the owner restarted: %d %s, want 410", u, code, body)
