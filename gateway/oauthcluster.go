@@ -77,7 +77,12 @@ func (g *Gateway) signInPageLocal(value string) (string, bool) {
 // belong to another replica (routeSignIn); next serves the others.
 func (g *Gateway) oauthCluster(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g.cluster == nil || g.routeSignIn(w, r, signInValue(r)) {
+		if g.cluster == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		value, strict := signInValue(r)
+		if g.routeSignIn(w, r, value, strict) {
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -85,21 +90,23 @@ func (g *Gateway) oauthCluster(next http.Handler) http.Handler {
 
 // signInValue is the sign-in token r names: the id of a start link
 // (/oauth/start/<id>), else its state parameter (the OAuth callback, and
-// any other page under /oauth/ whose state is a sign-in token).
-func signInValue(r *http.Request) string {
+// any other page under /oauth/ whose state signInPageValue made). strict
+// says that it must be one: the start page and the callback know no other.
+func signInValue(r *http.Request) (value string, strict bool) {
 	if id, ok := strings.CutPrefix(r.URL.Path, oauthStartPath); ok {
-		return id
+		return id, true
 	}
-	return r.URL.Query().Get("state")
+	return r.URL.Query().Get("state"), r.URL.Path == oauthCallbackPath
 }
 
 // routeSignIn serves r, a request of the sign-in token value, when it is
 // not this process's: forwarded to the owner, or answered with a page when
 // the token does not open (forged, truncated, expired, of another cluster:
-// logged without the token) or its owner is gone, restarted, or r was
-// forwarded already. It reports whether r is this process's to serve (also
-// when value is empty: nothing names an owner).
-func (g *Gateway) routeSignIn(w http.ResponseWriter, r *http.Request, value string) bool {
+// logged without the token; only when strict, else the page decides) or
+// its owner is gone, restarted, or r was forwarded already. It reports
+// whether r is this process's to serve (also when value is empty: nothing
+// names an owner).
+func (g *Gateway) routeSignIn(w http.ResponseWriter, r *http.Request, value string, strict bool) bool {
 	if !g.clusterHop(w, r) {
 		return false
 	}
@@ -107,6 +114,9 @@ func (g *Gateway) routeSignIn(w http.ResponseWriter, r *http.Request, value stri
 		return true
 	}
 	t, err := g.cluster.OpenSignIn(value)
+	if err != nil && !strict {
+		return true
+	}
 	if err != nil {
 		g.log.Warn("sign-in request refused", zap.String(keyAddr, r.RemoteAddr), zap.String(keyReason, err.Error()))
 		text := "This sign-in link or answer is not valid here. Retry the request in your client for a new link."

@@ -225,6 +225,10 @@ func TestClusterSignIn(t *testing.T) {
 				}
 			}
 		}
+		// Another page under /oauth/ decides on a state of its own.
+		if _, body := get(t, b.srv.URL+"/oauth/oidc/callback?state=forged"); strings.Contains(body, "Unknown sign-in") {
+			t.Errorf("a page's own state was refused as a sign-in token: %s", body)
+		}
 		req, _ := http.NewRequest(http.MethodGet, onB, nil)
 		req.Header.Set(cluster.HopHeader, "9999999999999.AAAA")
 		resp, err := http.DefaultClient.Do(req)
