@@ -68,6 +68,22 @@ func startReplica(t testing.TB, r *replica, peers []string, edit func(*config.Co
 	t.Cleanup(func() { stopReplica(r) })
 }
 
+// restartReplica stops r and starts it again at the same address: a new
+// process (another boot id), whose cleanup is outer's.
+func restartReplica(t, outer testing.TB, r *replica, peers []string, edit func(*config.Config)) {
+	t.Helper()
+	addr := r.addr()
+	stopReplica(r)
+	r.srv = httptest.NewUnstartedServer(nil)
+	r.srv.Listener.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s again: %v", addr, err)
+	}
+	r.srv.Listener = ln
+	startReplica(outer, r, peers, edit)
+}
+
 // stopReplica stops r as a killed process would: its listener closes and
 // its sessions are gone.
 func stopReplica(r *replica) {
@@ -142,16 +158,7 @@ func TestClusterSessionIDs(t *testing.T) {
 	})
 
 	t.Run("owner restarted", func(t *testing.T) {
-		addr := a.addr()
-		stopReplica(a)
-		a.srv = httptest.NewUnstartedServer(nil)
-		a.srv.Listener.Close()
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("listening on %s again: %v", addr, err)
-		}
-		a.srv.Listener = ln
-		startReplica(outer, a, []string{a.addr(), b.addr()}, nil)
+		restartReplica(t, outer, a, []string{a.addr(), b.addr()}, nil)
 		for _, r := range rs {
 			if got := pingRaw(t, r.srv.URL, aliceKey, sid); got != http.StatusNotFound {
 				t.Errorf("ping via %s of a session of the previous process: %d, want 404", r.addr(), got)

@@ -99,6 +99,7 @@ func (g *Gateway) oauthOf(s config.Server) (*upcred.OAuth, error) {
 		os.oa, os.err = upcred.NewOAuth(g.life.Context(), name, s.Auth, store, oauthLinks{g}, &upcred.OAuthOptions{
 			OnStored: func(principal string) { g.signedIn(name, principal) },
 			Go:       g.life.Go,
+			Names:    g.signInNames(name), // sealed in cluster mode (oauthcluster.go)
 		})
 	}
 	if o.servers == nil {

@@ -35,7 +35,7 @@ func (g *Gateway) oauthHandler(local bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(oauthStartPath, func(w http.ResponseWriter, r *http.Request) { g.serveOAuthStart(w, r, local) })
 	mux.HandleFunc(oauthCallbackPath, g.serveOAuthCallback)
-	return mux
+	return g.oauthCluster(mux) // another replica's sign-ins (oauthcluster.go)
 }
 
 var oauthPage = template.Must(template.New("p").Parse(`<!doctype html>

@@ -35,7 +35,7 @@ if ! command -v chromium >/dev/null; then
 fi
 
 # The shared store's tests (internal/cluster, internal/pins, internal/upcred,
-# gateway, test/e2e: pins and tokens across replicas) run Debian's redis-server, and
+# gateway, test/e2e: pins, tokens and sign-ins across replicas) run Debian's redis-server, and
 # the cluster e2e test also goes through HAProxy when it is installed: CI
 # installs both; elsewhere the store test skips without redis-server.
 if ! command -v redis-server >/dev/null || ! command -v haproxy >/dev/null; then
@@ -98,6 +98,7 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/upcred:FuzzFileStoreOpen \
     ./config:FuzzParseRate ./internal/pins:FuzzParse \
     ./internal/cluster:FuzzOpen ./internal/cluster:FuzzHop \
+    ./internal/cluster:FuzzOpenSignIn \
     ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context

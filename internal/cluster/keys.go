@@ -30,6 +30,9 @@ const (
 	infoToken = "manifold cluster v1: session token AEAD"
 	infoHop   = "manifold cluster v1: hop header HMAC"
 	infoState = "manifold cluster v1: requestState HMAC"
+	// infoSignIn seals the start links and OAuth states of upstream
+	// sign-ins (signin.go).
+	infoSignIn = "manifold cluster v1: oauth sign-in AEAD"
 )
 
 // Keys are the purpose keys derived from the cluster secrets: the first of
@@ -37,9 +40,10 @@ const (
 // the previous secrets (still accepted, never issued). Immutable after
 // NewKeys; safe for concurrent use.
 type Keys struct {
-	token []cipher.AEAD
-	hop   [][]byte
-	state [][]byte
+	token  []cipher.AEAD
+	signIn []cipher.AEAD
+	hop    [][]byte
+	state  [][]byte
 }
 
 // ErrShortSecret is returned for a secret under MinSecretLen bytes.
@@ -56,17 +60,13 @@ func NewKeys(secret []byte, previous [][]byte) (*Keys, error) {
 			}
 			return nil, fmt.Errorf("previous secret %d: %w", i, ErrShortSecret)
 		}
-		tk, err := derive(s, infoToken)
+		aead, err := newAEAD(s, infoToken)
 		if err != nil {
 			return nil, err
 		}
-		block, err := aes.NewCipher(tk)
+		signIn, err := newAEAD(s, infoSignIn)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: token cipher: %w", err)
-		}
-		aead, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: token cipher: %w", err)
+			return nil, err
 		}
 		hk, err := derive(s, infoHop)
 		if err != nil {
@@ -77,6 +77,7 @@ func NewKeys(secret []byte, previous [][]byte) (*Keys, error) {
 			return nil, err
 		}
 		k.token = append(k.token, aead)
+		k.signIn = append(k.signIn, signIn)
 		k.hop = append(k.hop, hk)
 		k.state = append(k.state, sk)
 	}
@@ -85,6 +86,23 @@ func NewKeys(secret []byte, previous [][]byte) (*Keys, error) {
 
 // StateKeys returns the requestState HMAC keys, the issuing one first.
 func (k *Keys) StateKeys() [][]byte { return k.state }
+
+// newAEAD is AES-256-GCM under the key of secret for info.
+func newAEAD(secret []byte, info string) (cipher.AEAD, error) {
+	key, err := derive(secret, info)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: cipher: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: cipher: %w", err)
+	}
+	return aead, nil
+}
 
 func derive(secret []byte, info string) ([]byte, error) {
 	key, err := hkdf.Key(sha256.New, secret, nil, info, 32)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -72,7 +73,10 @@ var tokenAAD = []byte("manifold session token v1")
 var b64 = base64.RawURLEncoding.Strict()
 
 // Seal returns t encoded as a token under the issuing key.
-func (k *Keys) Seal(t *Token) (string, error) {
+func (k *Keys) Seal(t *Token) (string, error) { return seal(k.token[0], tokenAAD, t) }
+
+// seal encodes t under aead, bound to aad.
+func seal(aead cipher.AEAD, aad []byte, t *Token) (string, error) {
 	if len(t.Owner) > 255 {
 		return "", fmt.Errorf("cluster: owner address %q too long", t.Owner)
 	}
@@ -90,7 +94,7 @@ func (k *Keys) Seal(t *Token) (string, error) {
 	if _, err := rand.Read(out[1 : 1+nonceSize]); err != nil {
 		return "", fmt.Errorf("cluster: token nonce: %w", err)
 	}
-	out = k.token[0].Seal(out, out[1:1+nonceSize], plain, tokenAAD)
+	out = aead.Seal(out, out[1:1+nonceSize], plain, aad)
 	if b64.EncodedLen(len(out)) > maxTokenLen {
 		return "", fmt.Errorf("cluster: token over %d bytes", maxTokenLen)
 	}
@@ -100,7 +104,10 @@ func (k *Keys) Seal(t *Token) (string, error) {
 // Open returns what token s names, if a cluster key (current or previous)
 // sealed it and it has not expired at now. Errors are ErrMalformed,
 // ErrForged or ErrExpired.
-func (k *Keys) Open(s string, now time.Time) (Token, error) {
+func (k *Keys) Open(s string, now time.Time) (Token, error) { return open(k.token, tokenAAD, s, now) }
+
+// open opens s under the first of aeads that opens it, bound to aad.
+func open(aeads []cipher.AEAD, aad []byte, s string, now time.Time) (Token, error) {
 	if len(s) > maxTokenLen || b64.DecodedLen(len(s)) < 1+nonceSize+tagSize+plainFixed {
 		return Token{}, ErrMalformed
 	}
@@ -115,10 +122,10 @@ func (k *Keys) Open(s string, now time.Time) (Token, error) {
 	nonce, sealed := raw[1:1+nonceSize], raw[1+nonceSize:]
 	scratch := make([]byte, 0, len(sealed))
 	var plain []byte
-	for _, aead := range k.token {
+	for _, aead := range aeads {
 		// Not in place: a failed Open clears its output, and the next key
 		// needs the ciphertext.
-		if p, err := aead.Open(scratch, nonce, sealed, tokenAAD); err == nil {
+		if p, err := aead.Open(scratch, nonce, sealed, aad); err == nil {
 			plain = p
 			break
 		}

@@ -75,6 +75,7 @@ type OAuth struct {
 	ctx      context.Context // bounds the flows waiting for their callback
 	onStored func(principal string)
 	goFn     func(f func(context.Context)) bool
+	names    SignInNames
 
 	refreshMu sync.Mutex // one refresh at a time: refresh tokens may rotate
 	mu        sync.Mutex
@@ -92,6 +93,7 @@ type principalFlow struct {
 // pendingConsent is a sign-in waiting for its browser step.
 type pendingConsent struct {
 	id, state, principal string
+	flowState            string // the handler's own state, when state names it (SignInNames)
 	authURL              string
 	started              bool
 	expires              time.Time
@@ -109,6 +111,22 @@ type OAuthOptions struct {
 	// sign-in ends, and reports false when it cannot (shutting down); default: a plain
 	// goroutine.
 	Go func(f func(context.Context)) bool
+	// Names names each sign-in in its start link and in the OAuth state sent
+	// to the authorization server (cluster mode: sealed tokens naming this
+	// replica); default: a random start id, and the handler's own state.
+	Names SignInNames
+}
+
+// SignInNames names the sign-ins of one server. A sign-in stays in the
+// memory of the process that started it; the names are what the browser
+// brings back, each unique and used once.
+type SignInNames interface {
+	// StartID is the start link id of principal's sign-in, whose random
+	// nonce is nonce, valid until expires.
+	StartID(principal, nonce string, expires time.Time) (string, error)
+	// State is the OAuth state of principal's sign-in, whose authorization
+	// code handler sent state, valid until expires.
+	State(principal, state string, expires time.Time) (string, error)
 }
 
 // NewOAuth returns the OAuth client of server. Flows
@@ -117,7 +135,7 @@ func NewOAuth(ctx context.Context, server string, cfg config.UpstreamAuth, store
 	o := &OAuth{server: server, cfg: cfg, secret: cfg.ClientSecret, store: store, links: links, ctx: ctx,
 		byPrinc: map[string]*principalFlow{}, pending: map[string]*pendingConsent{}, byState: map[string]*pendingConsent{}}
 	if opts != nil {
-		o.hc, o.onStored, o.goFn = opts.HTTPClient, opts.OnStored, opts.Go
+		o.hc, o.onStored, o.goFn, o.names = opts.HTTPClient, opts.OnStored, opts.Go, opts.Names
 	}
 	if o.goFn == nil {
 		o.goFn = func(f func(context.Context)) bool { go f(ctx); return true }
@@ -359,8 +377,21 @@ func (o *OAuth) fetch(ctx context.Context, principal, authURL string) (*auth.Aut
 	if err != nil {
 		return nil, err
 	}
-	p := &pendingConsent{id: rand.Text() + rand.Text(), state: u.Query().Get("state"), principal: principal, authURL: authURL,
+	q := u.Query()
+	p := &pendingConsent{id: rand.Text() + rand.Text(), state: q.Get("state"), principal: principal, authURL: authURL,
 		expires: time.Now().Add(ConsentTTL), code: make(chan *auth.AuthorizationResult, 1), done: make(chan error, 1)}
+	p.flowState = p.state
+	if o.names != nil {
+		if p.id, err = o.names.StartID(principal, p.id, p.expires); err != nil {
+			return nil, fmt.Errorf("upstream %q: naming the sign-in: %w", o.server, err)
+		}
+		if p.state, err = o.names.State(principal, p.flowState, p.expires); err != nil {
+			return nil, fmt.Errorf("upstream %q: naming the sign-in: %w", o.server, err)
+		}
+		q.Set("state", p.state)
+		u.RawQuery = q.Encode()
+		p.authURL = u.String()
+	}
 	o.mu.Lock()
 	o.pending[p.id], o.byState[p.state] = p, p
 	o.mu.Unlock()
@@ -437,7 +468,7 @@ func (o *OAuth) Callback(ctx context.Context, state, code, iss string) (principa
 	if !p.started || time.Now().After(p.expires) {
 		return p.principal, true, ErrConsentUnknown
 	}
-	p.code <- &auth.AuthorizationResult{Code: code, State: state, Iss: iss}
+	p.code <- &auth.AuthorizationResult{Code: code, State: p.flowState, Iss: iss}
 	select {
 	case err := <-p.done:
 		if err != nil {
