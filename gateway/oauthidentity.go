@@ -39,7 +39,7 @@ const (
 	// oauthOIDCPath is where the issuer sends the browser back: the redirect URL to register
 	// at the issuer is the gateway's public base URL + oauthOIDCCallbackPath.
 	oauthOIDCPath         = "/oauth/oidc/"
-	oauthOIDCCallbackPath = oauthOIDCPath + "callback"
+	oauthOIDCCallbackPath = config.OAuthOIDCCallbackPath
 	// oauthOIDCCookie binds a sign-in at the issuer to the browser that started it.
 	// SameSite=Lax: the issuer's redirect back is a cross-site navigation.
 	oauthOIDCCookie = "manifold_oauth_oidc"
