@@ -98,6 +98,7 @@ if [ "$fuzztime" != "0" ]; then
     ./internal/upcred:FuzzFileStoreOpen \
     ./config:FuzzParseRate ./internal/pins:FuzzParse \
     ./internal/cluster:FuzzOpen ./internal/cluster:FuzzHop \
+    ./gateway:FuzzOpenSignIn ./internal/oidc:FuzzIDTokenNonce \
     ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context
