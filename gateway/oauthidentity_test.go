@@ -40,16 +40,23 @@ func newIdentityRig(t *testing.T) *identityRig {
 	as := &testauth.Server{}
 	upURL, stop := testauth.StartAuthCode(as, "alice", "bob", "carol")
 	t.Cleanup(stop)
-	hs := httptest.NewUnstartedServer(nil)
 	oauth := config.UpstreamAuth{Type: config.UpstreamAuthOAuth}
 	cfg := &config.Config{Servers: map[string]config.Server{
 		"user":  {Name: "user", Type: config.TypeHTTP, URL: upURL, Session: config.SessionPerClient, Auth: oauth},
 		"other": {Name: "other", Type: config.TypeHTTP, URL: upURL, Session: config.SessionPerClient, Auth: oauth},
 	}, Gateway: config.DefaultGateway()}
-	cfg.Gateway.PublicURL = "http://" + hs.Listener.Addr().String()
 	cfg.Auth.APIKeys = []config.APIKey{{Name: "carol", Key: carolKey}}
 	cfg.Auth.JWT = &config.JWT{Issuer: idp.URL, Audience: []string{"manifold"}, Secret: idpJWTKey,
 		OIDC: config.OIDC{ClientID: idpClientID, ClientSecret: idpSecret}}
+	return &identityRig{url: servePublicGateway(t, cfg), idp: idp, as: as}
+}
+
+// servePublicGateway serves a gateway of cfg over HTTP, with gateway.publicURL set to its
+// address, until the test ends; it returns that address.
+func servePublicGateway(t *testing.T, cfg *config.Config) string {
+	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	cfg.Gateway.PublicURL = "http://" + hs.Listener.Addr().String()
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -68,7 +75,8 @@ func newIdentityRig(t *testing.T) *identityRig {
 		hs.Close()
 		gw.Close(context.Background())
 	})
-	return &identityRig{url: hs.URL, idp: idp, as: as}
+	return hs.URL
+
 }
 
 // jwtOf returns a JWT of the issuer naming sub.

@@ -62,33 +62,11 @@ mcpServers:
 
 	connect := func(who string) *mcp.ClientSession {
 		t.Helper()
-		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-oidc"}, &mcp.ClientOptions{
-			Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
-		})
-		cs, err := client.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: g.url("/mcp"),
-			HTTPClient: &http.Client{Transport: bearerRT{mint(who)}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return connectURLElicitation(t, g, mint(who))
 	}
 	signInLink := func(cs *mcp.ClientSession) string {
 		t.Helper()
-		ctx := ctxT(t, 30*time.Second)
-		if names := listToolNames(ctx, t, cs); !slices.Equal(names, []string{"user__sign_in"}) {
-			t.Fatalf("before signing in the tools are %v, want [user__sign_in]", names)
-		}
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "user__sign_in"})
-		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeURLElicitationRequired {
-			t.Fatalf("sign-in call: %v, want -32042", err)
-		}
-		var data struct{ Elicitations []mcp.ElicitParams }
-		if err := json.Unmarshal(rpcErr.Data, &data); err != nil || len(data.Elicitations) != 1 {
-			t.Fatalf("-32042 data %s", rpcErr.Data)
-		}
-		return data.Elicitations[0].URL
+		return signInLinkOf(t, cs)
 	}
 	// browser is a browser signed in at the authorization server as user: every sign-in
 	// there (the gateway's OIDC one and the upstream's) is user's.
@@ -142,4 +120,40 @@ mcpServers:
 			t.Fatalf("the log carries a sign-in link, code or state: %s", l)
 		}
 	}
+}
+
+// connectURLElicitation connects to g's /mcp on 2025-11-25 as the bearer of token, declaring
+// URL elicitation.
+func connectURLElicitation(t *testing.T, g *gatewayProc, token string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-oauth"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+	})
+	cs, err := client.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: g.url("/mcp"),
+		HTTPClient: &http.Client{Transport: bearerRT{token}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// signInLinkOf calls the sign-in tool of the server "user" in cs, whose principal has not
+// signed in there, and returns the link of its URL elicitation (-32042).
+func signInLinkOf(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	if names := listToolNames(ctx, t, cs); !slices.Equal(names, []string{"user__sign_in"}) {
+		t.Fatalf("before signing in the tools are %v, want [user__sign_in]", names)
+	}
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "user__sign_in"})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeURLElicitationRequired {
+		t.Fatalf("sign-in call: %v, want -32042", err)
+	}
+	var data struct{ Elicitations []mcp.ElicitParams }
+	if err := json.Unmarshal(rpcErr.Data, &data); err != nil || len(data.Elicitations) != 1 || data.Elicitations[0].Mode != "url" {
+		t.Fatalf("-32042 data %s", rpcErr.Data)
+	}
+	return data.Elicitations[0].URL
 }
