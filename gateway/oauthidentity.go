@@ -189,17 +189,17 @@ func (g *Gateway) setSignInCookie(w http.ResponseWriter, principal string) {
 
 // startOIDC sends the browser that opened start link id of principal to sign in at the JWT
 // issuer, when that is how principal proves who they are: auth.jwt.oidc is on and principal
-// is not an API key's (whose owner types the key). It reports whether it answered.
+// is not an API key's (whose owner types the key). It reports whether it answered; when the
+// issuer cannot be reached it does not, and the page asks for the credential instead.
 func (g *Gateway) startOIDC(w http.ResponseWriter, r *http.Request, id, principal string) bool {
 	s, ok := g.oidcSettings()
 	if !ok || r.Method != http.MethodGet || g.apiKeyPrincipal(principal) {
 		return false
 	}
 	to, state, err := g.oauth.identity.oidcFlow().Begin(r.Context(), s, g.oauthBaseURL()+oauthOIDCCallbackPath, id)
-	if err != nil {
-		g.log.Warn("sign-in at the issuer unavailable", zap.Error(err))
-		writeOAuthPage(w, http.StatusBadGateway, oauthPageData{Title: "Sign-in unavailable", Text: "The identity provider cannot be reached. Try again later."})
-		return true
+	if err != nil { // the form still checks who it is
+		g.log.Warn("sign-in at the issuer unavailable: the start page asks for the credential", zap.Error(err))
+		return false
 	}
 	http.SetCookie(w, &http.Cookie{Name: oauthOIDCCookie, Value: state, Path: oauthOIDCPath, MaxAge: int(oidc.PendingTTL / time.Second),
 		Secure: g.secureCookies(), HttpOnly: true, SameSite: http.SameSiteLaxMode})

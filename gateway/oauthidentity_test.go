@@ -351,3 +351,24 @@ func FuzzOpenSignIn(f *testing.F) {
 		}
 	})
 }
+
+// TestOAuthStartFallsBackToTheFormWithoutTheIssuer: when the issuer cannot be reached, the
+// start page asks for the credential instead, which still checks who it is.
+func TestOAuthStartFallsBackToTheFormWithoutTheIssuer(t *testing.T) {
+	r := newIdentityRig(t)
+	link := r.link(t, "alice", "user")
+	bobJWT := r.jwtOf(t, "bob")
+	r.idp.Close()
+	b := newBrowser()
+	if code, loc, page := visit(t, b, link); code != http.StatusOK || !strings.Contains(page, "<form") {
+		t.Fatalf("start page without the issuer: %d to %q, want the form\n%s", code, loc, page)
+	}
+	resp, err := b.PostForm(link, url.Values{"credential": {bobJWT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("alice's link with bob's token: %d, want 403", resp.StatusCode)
+	}
+}
