@@ -296,15 +296,8 @@ func TestOAuthSignInCookie(t *testing.T) {
 	// carol (an API key) types her key once: the form, never the issuer.
 	carols := newBrowser()
 	carolLink := r.link(t, "carol", "user")
-	if code, loc, page := visit(t, carols, carolLink); code != http.StatusOK || !strings.Contains(page, "<form") {
-		t.Fatalf("carol's link: %d to %q, want the key form\n%s", code, loc, page)
-	}
-	resp, err := carols.PostForm(carolLink, url.Values{"credential": {carolKey}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	redirectTo(t, "carol's key", resp.StatusCode, resp.Header.Get("Location"), "", r.as.Issuer)
+	code, loc = formOf(t, carols, carolLink, carolKey)
+	redirectTo(t, "carol's key", code, loc, "", r.as.Issuer)
 	code, loc, page = visit(t, carols, r.link(t, "carol", "other"))
 	redirectTo(t, "carol's second link with her cookie", code, loc, page, r.as.Issuer)
 }
@@ -360,15 +353,22 @@ func TestOAuthStartFallsBackToTheFormWithoutTheIssuer(t *testing.T) {
 	bobJWT := r.jwtOf(t, "bob")
 	r.idp.Close()
 	b := newBrowser()
-	if code, loc, page := visit(t, b, link); code != http.StatusOK || !strings.Contains(page, "<form") {
-		t.Fatalf("start page without the issuer: %d to %q, want the form\n%s", code, loc, page)
+	if code, _ := formOf(t, b, link, bobJWT); code != http.StatusForbidden {
+		t.Fatalf("alice's link with bob's token: %d, want 403", code)
 	}
-	resp, err := b.PostForm(link, url.Values{"credential": {bobJWT}})
+}
+
+// formOf opens link in b, asserts the start page's credential form, posts credential and
+// returns the answer's status and Location.
+func formOf(t *testing.T, b *http.Client, link, credential string) (int, string) {
+	t.Helper()
+	if code, loc, page := visit(t, b, link); code != http.StatusOK || !strings.Contains(page, "<form") {
+		t.Fatalf("start page: %d to %q, want the credential form\n%s", code, loc, page)
+	}
+	resp, err := b.PostForm(link, url.Values{"credential": {credential}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("alice's link with bob's token: %d, want 403", resp.StatusCode)
-	}
+	return resp.StatusCode, resp.Header.Get("Location")
 }
