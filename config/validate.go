@@ -45,6 +45,7 @@ func (c *Config) validate(origins map[string]string, failed map[string]bool) []*
 	v.auth(&c.Auth)
 	v.tokenStore(c.Gateway.TokenStore)
 	v.publicURL(c.Gateway.PublicURL)
+	v.oidcStart(c) // oidcstart.go
 	if c.Policy != nil {
 		v.policy(c.Policy)
 	}

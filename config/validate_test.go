@@ -187,6 +187,15 @@ gateway:
 			},
 		},
 		{
+			name: "the OAuth start page's OIDC callback is derived from gateway.publicURL",
+			doc: "gateway: {listen: \"0.0.0.0:1\"}\nauth: {jwt: {issuer: \"https://idp.example\", audience: [m], secret: \"0123456789abcdef0123456789abcdef\", oidc: {clientID: c, redirectURL: \"https://mcp.example/oauth/oidc/callback\"}}}\n" +
+				"mcpServers: {u: {url: \"https://u.example/mcp\", session: per-client, auth: {type: oauth}}}\n",
+			want: []wantErr{
+				{"m.yaml", "auth.jwt.oidc.redirectURL", "must end in /ui/oidc/callback"},
+				{"m.yaml", "gateway.publicURL", "is required with auth.jwt.oidc"},
+			},
+		},
+		{
 			name: "policy default is required",
 			doc:  "policy: {rules: [{allow: {tools: [a]}}]}\n",
 			want: []wantErr{{"m.yaml", "policy.default", "is required"}},

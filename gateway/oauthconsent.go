@@ -46,6 +46,8 @@ type oauthClients struct {
 	base atomic.Pointer[string]
 	// served is the address the HTTP listener serves on.
 	served atomic.Pointer[string]
+	// identity checks who opens a start link (oauthidentity.go).
+	identity oauthIdentity
 }
 
 type oauthServer struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -25,29 +24,10 @@ func TestOAuthConsentByClient(t *testing.T) {
 	as := &testauth.Server{}
 	upURL, stop := testauth.StartAuthCode(as, "local")
 	t.Cleanup(stop)
-	hs := httptest.NewUnstartedServer(nil)
 	cfg := &config.Config{Servers: map[string]config.Server{
 		"user": {Name: "user", Type: config.TypeHTTP, URL: upURL, Session: config.SessionPerClient, Auth: config.UpstreamAuth{Type: config.UpstreamAuthOAuth}},
 	}, Gateway: config.DefaultGateway()}
-	cfg.Gateway.PublicURL = "http://" + hs.Listener.Addr().String()
-	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start(context.Background())
-	hs.Config.Handler = gw.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		for ss := range gw.Server().Sessions() {
-			ss.Close()
-		}
-		hs.Close()
-		gw.Close(context.Background())
-	})
+	base := servePublicGateway(t, cfg) // oauthidentity_test.go
 	ctx := context.Background()
 	connect := func(version string, url bool) *mcp.ClientSession {
 		t.Helper()
@@ -56,7 +36,7 @@ func TestOAuthConsentByClient(t *testing.T) {
 			opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
 		}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, opts).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			&mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			t.Fatal(err)
 		}

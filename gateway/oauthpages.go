@@ -35,6 +35,7 @@ func (g *Gateway) oauthHandler(local bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(oauthStartPath, func(w http.ResponseWriter, r *http.Request) { g.serveOAuthStart(w, r, local) })
 	mux.HandleFunc(oauthCallbackPath, g.serveOAuthCallback)
+	mux.HandleFunc(oauthOIDCCallbackPath, g.serveOAuthOIDCCallback) // oauthidentity.go
 	return g.oauthCluster(mux) // another replica's sign-ins (oauthcluster.go)
 }
 
@@ -76,7 +77,10 @@ func (g *Gateway) serveOAuthStart(w http.ResponseWriter, r *http.Request, local 
 		return
 	}
 	a := g.current().access
-	if !local && a.authn != nil && a.authn.Enabled() {
+	if !local && a.authn != nil && a.authn.Enabled() && !g.signedInAs(r, principal) { // oauthidentity.go
+		if g.startOIDC(w, r, id, principal) {
+			return
+		}
 		if r.Method != http.MethodPost {
 			writeOAuthPage(w, http.StatusOK, oauthPageData{Title: "Confirm who you are", Text: "Enter the credential your client uses with this gateway.", Form: true})
 			return
@@ -98,6 +102,7 @@ func (g *Gateway) serveOAuthStart(w http.ResponseWriter, r *http.Request, local 
 			writeOAuthPage(w, http.StatusForbidden, oauthPageData{Title: "Not your link", Text: "This sign-in link was made for another account.", Form: true})
 			return
 		}
+		g.setSignInCookie(w, principal)
 	}
 	to, err := oa.Start(id)
 	if err != nil {

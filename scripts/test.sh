@@ -99,6 +99,7 @@ if [ "$fuzztime" != "0" ]; then
     ./config:FuzzParseRate ./internal/pins:FuzzParse \
     ./internal/cluster:FuzzOpen ./internal/cluster:FuzzHop \
     ./internal/cluster:FuzzOpenSignIn \
+    ./gateway:FuzzOpenSignIn ./internal/oidc:FuzzIDTokenNonce \
     ./upstream:FuzzStdioConn; do
     out=$(fuzz) && continue
     # Go 1.26's fuzz coordinator can fail a target with a bare "context

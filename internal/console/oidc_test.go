@@ -2,10 +2,9 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"github.com/manifold-mcp/manifold/internal/oidc/oidctest"
 	"html"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -23,51 +21,10 @@ const (
 	idpSecret   = "client-secret-0123456789"
 )
 
-// fakeIssuer is an OpenID provider that signs everyone in at once: its authorization
-// endpoint redirects back with a code, and its token endpoint trades the code, with the
-// PKCE verifier that matches the challenge, for token.
-type fakeIssuer struct {
-	*httptest.Server
-	token string // the access token it issues
-
-	mu    sync.Mutex
-	codes map[string]string // code → code_challenge
-	asked url.Values        // the last authorization request
-}
-
-func newFakeIssuer(t *testing.T, token string) *fakeIssuer {
-	f := &fakeIssuer{token: token, codes: map[string]string{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(map[string]string{"issuer": f.URL, "authorization_endpoint": f.URL + "/authorize", "token_endpoint": f.URL + "/token"})
-	})
-	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		f.mu.Lock()
-		f.asked = q
-		code := fmt.Sprint("code-", len(f.codes))
-		f.codes[code] = q.Get("code_challenge")
-		f.mu.Unlock()
-		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
-	})
-	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
-		id, secret, _ := r.BasicAuth()
-		f.mu.Lock()
-		challenge, ok := f.codes[r.PostFormValue("code")]
-		delete(f.codes, r.PostFormValue("code"))
-		f.mu.Unlock()
-		sum := sha256.Sum256([]byte(r.PostFormValue("code_verifier")))
-		if !ok || id != idpClientID || secret != idpSecret || base64.RawURLEncoding.EncodeToString(sum[:]) != challenge ||
-			r.PostFormValue("grant_type") != "authorization_code" {
-			w.WriteHeader(http.StatusBadRequest)
-			json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
-			return
-		}
-		json.NewEncoder(w).Encode(map[string]string{"access_token": f.token, "token_type": "Bearer"})
-	})
-	f.Server = httptest.NewServer(mux)
-	t.Cleanup(f.Close)
-	return f
+// newFakeIssuer serves the test OpenID provider (oidctest) for the console's client,
+// issuing token.
+func newFakeIssuer(t *testing.T, token string) *oidctest.Issuer {
+	return oidctest.New(t, idpClientID, idpSecret, token)
 }
 
 // oidcSource is fakeSource with the OIDC sign-in on at issuer.
@@ -137,7 +94,7 @@ func TestOIDCSignIn(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `href="/ui/"`) {
 		t.Fatalf("callback: %d\n%s", resp.StatusCode, page)
 	}
-	asked := idp.asked
+	asked := idp.Asked()
 	if asked.Get("code_challenge_method") != "S256" || asked.Get("client_id") != idpClientID || asked.Get("scope") != "openid mcp" ||
 		asked.Get("redirect_uri") != srv.URL+"/ui/oidc/callback" || asked.Get("nonce") == "" || asked.Get("response_type") != "code" {
 		t.Errorf("authorization request %v", asked)

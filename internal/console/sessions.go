@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/sha256"
+	"github.com/manifold-mcp/manifold/internal/oidc"
 	"sync"
 	"time"
 )
@@ -38,7 +39,7 @@ func newSessions(max int, ttl time.Duration, now func() time.Time) *sessions {
 
 // create keeps a session for token and returns its id and expiry.
 func (s *sessions) create(token string) (id string, expires time.Time) {
-	id = randomID()
+	id = oidc.RandomID()
 	now := s.now()
 	sess := &session{token: token, created: now, expires: now.Add(s.ttl)}
 	s.mu.Lock()

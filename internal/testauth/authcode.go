@@ -99,7 +99,7 @@ func (s *Server) exchangeCode(clientID string, f url.Values) (Issued, bool) {
 		base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
 		return Issued{}, false
 	}
-	return Issued{Principal: g.user, ClientID: clientID, Resource: g.resource}, true
+	return Issued{Principal: g.user, ClientID: clientID, Resource: g.resource, Scope: g.scope}, true
 }
 
 func contains(list []string, s string) bool {

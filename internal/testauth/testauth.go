@@ -47,6 +47,7 @@ type Issued struct {
 	ClientID  string
 	Audience  string
 	Resource  string
+	Scope     string // of an authorization code grant
 	Expiry    time.Time
 }
 
@@ -76,6 +77,10 @@ type Server struct {
 	// people who can sign in there.
 	Issuer string
 	Users  []string
+	// JWTSecret, when set, makes the server an OpenID provider too (oidc.go): code grants
+	// with scope "openid" earn HS256 JWTs with audience JWTAudience.
+	JWTSecret   []byte
+	JWTAudience string
 
 	mu       sync.Mutex
 	issued   map[string]Issued
@@ -116,7 +121,7 @@ func (s *Server) Lookup(tok string) (Issued, bool) {
 
 // ServeHTTP serves POST /token.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.handleAuthCode(w, r) {
+	if s.handleAuthCode(w, r) || s.serveOIDC(w, r) {
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/token" {
@@ -178,6 +183,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	iss.Expiry = s.now().Add(ttl)
 	at, rt := randomToken("at"), randomToken("rt")
+	if req.Grant == GrantAuthorizationCode && s.openID(iss.Scope) {
+		var err error
+		if at, err = s.signJWT(iss.Principal, ttl); err != nil {
+			oauthError(w, http.StatusInternalServerError, "server_error")
+			return
+		}
+	}
 	s.mu.Lock()
 	if s.issued == nil {
 		s.issued, s.refresh = map[string]Issued{}, map[string]Issued{}
@@ -204,7 +216,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // client assertion signed with its key.
 func (s *Server) authenticate(r *http.Request) (id, method string, ok bool) {
 	if u, p, basic := r.BasicAuth(); basic {
+		s.mu.Lock()
 		c, known := s.Clients[u]
+		s.mu.Unlock()
 		return u, "client_secret_basic", known && c.Secret != "" && c.Secret == p
 	}
 	f := r.PostForm

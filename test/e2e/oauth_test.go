@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/testauth"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -53,34 +50,12 @@ mcpServers:
 `)
 	connect := func(g *gatewayProc, who string) *mcp.ClientSession {
 		t.Helper()
-		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-oauth"}, &mcp.ClientOptions{
-			Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
-		})
-		cs, err := client.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: g.url("/mcp"),
-			HTTPClient: &http.Client{Transport: bearerRT{keys[who]}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return connectURLElicitation(t, g, keys[who])
 	}
 	// signInLink calls the sign-in tool and returns the link of its URL elicitation.
 	signInLink := func(cs *mcp.ClientSession) string {
 		t.Helper()
-		ctx := ctxT(t, 30*time.Second)
-		if names := listToolNames(ctx, t, cs); !slices.Equal(names, []string{"user__sign_in"}) {
-			t.Fatalf("before signing in the tools are %v, want [user__sign_in]", names)
-		}
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "user__sign_in"})
-		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeURLElicitationRequired {
-			t.Fatalf("sign-in call: %v, want -32042", err)
-		}
-		var data struct{ Elicitations []mcp.ElicitParams }
-		if err := json.Unmarshal(rpcErr.Data, &data); err != nil || len(data.Elicitations) != 1 || data.Elicitations[0].Mode != "url" {
-			t.Fatalf("-32042 data %s", rpcErr.Data)
-		}
-		return data.Elicitations[0].URL
+		return signInLinkOf(t, cs)
 	}
 	// browse opens link as who (the start page's form with who's key), signing in at the
 	// authorization server as user; it returns the final status and page.
