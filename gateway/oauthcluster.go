@@ -61,6 +61,19 @@ func (g *Gateway) signInPageValue(server, principal, local string, expires time.
 	return g.cluster.IssueSignIn(cluster.KindSignInPage, server, cluster.PrincipalOf(principal), local, expires)
 }
 
+// signInServer returns the server of start link id in cluster mode, where
+// the id is a sign-in token that names it; else "".
+func (g *Gateway) signInServer(id string) string {
+	if g.cluster == nil {
+		return ""
+	}
+	t, err := g.cluster.OpenSignIn(id)
+	if err != nil {
+		return ""
+	}
+	return t.Server
+}
+
 // signInPageLocal returns the local part of value, as signInPageValue made it.
 func (g *Gateway) signInPageLocal(value string) (string, bool) {
 	if g.cluster == nil {

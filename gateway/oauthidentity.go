@@ -196,7 +196,12 @@ func (g *Gateway) startOIDC(w http.ResponseWriter, r *http.Request, id, principa
 	if !ok || r.Method != http.MethodGet || g.apiKeyPrincipal(principal) {
 		return false
 	}
-	to, state, err := g.oauth.identity.oidcFlow().Begin(r.Context(), s, g.oauthBaseURL()+oauthOIDCCallbackPath, id)
+	// In cluster mode the state names this replica, which holds the sign-in: the issuer's
+	// answer is forwarded here from whichever replica it reaches (oauthCluster).
+	name := func(key string) (string, error) {
+		return g.signInPageValue(g.signInServer(id), principal, key, time.Now().Add(oidc.PendingTTL))
+	}
+	to, state, err := g.oauth.identity.oidcFlow().BeginNamed(r.Context(), s, g.oauthBaseURL()+oauthOIDCCallbackPath, id, name)
 	if err != nil { // the form still checks who it is
 		g.log.Warn("sign-in at the issuer unavailable: the start page asks for the credential", zap.Error(err))
 		return false
@@ -246,7 +251,11 @@ func (g *Gateway) serveOAuthOIDCCallback(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	flow := g.oauth.identity.oidcFlow()
-	p, ok := flow.Take(state)
+	key, ok := g.signInPageLocal(state)
+	var p *oidc.Pending
+	if ok {
+		p, ok = flow.Take(key)
+	}
 	if !ok {
 		writeOAuthPage(w, http.StatusBadRequest, oauthPageData{Title: "Sign-in refused", Text: "This sign-in expired or was completed already. Open the link again."})
 		return

@@ -96,13 +96,26 @@ func NewFlow(client *http.Client, now func() time.Time) *Flow {
 // verifier and nonce) with data, redirecting to redirect, and returns the issuer's
 // authorization URL the browser goes to and the state, which the caller binds to the browser.
 func (f *Flow) Begin(ctx context.Context, s Settings, redirect, data string) (authURL, state string, err error) {
+	return f.BeginNamed(ctx, s, redirect, data, nil)
+}
+
+// BeginNamed is Begin with the state sent to the issuer made by name from the pending
+// sign-in's key (nil: the key itself), so that the state can say more than the key, such
+// as which process holds the sign-in; Take wants the key back.
+func (f *Flow) BeginNamed(ctx context.Context, s Settings, redirect, data string, name func(key string) (string, error)) (authURL, state string, err error) {
 	ep, err := f.Discover(ctx, s.Issuer)
 	if err != nil {
 		return "", "", err
 	}
-	state = RandomID()
+	key := RandomID()
+	state = key
+	if name != nil {
+		if state, err = name(key); err != nil {
+			return "", "", err
+		}
+	}
 	p := &Pending{Verifier: RandomID(), Nonce: RandomID(), Redirect: redirect, Data: data, Expires: f.now().Add(PendingTTL)}
-	f.add(state, p)
+	f.add(key, p)
 	challenge := sha256.Sum256([]byte(p.Verifier))
 	scopes := s.Scopes
 	if len(scopes) == 0 {
