@@ -36,7 +36,8 @@ func (g *Gateway) oauthHandler(local bool) http.Handler {
 	mux.HandleFunc(oauthStartPath, func(w http.ResponseWriter, r *http.Request) { g.serveOAuthStart(w, r, local) })
 	mux.HandleFunc(oauthCallbackPath, g.serveOAuthCallback)
 	mux.HandleFunc(oauthOIDCCallbackPath, g.serveOAuthOIDCCallback) // oauthidentity.go
-	return g.oauthCluster(mux) // another replica's sign-ins (oauthcluster.go)
+	// Another replica's sign-ins are forwarded to it (oauthcluster.go).
+	return g.oauthCluster(mux)
 }
 
 var oauthPage = template.Must(template.New("p").Parse(`<!doctype html>
