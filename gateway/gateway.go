@@ -98,9 +98,11 @@ type Gateway struct {
 	// sessLists holds the routing generations of sessions with per-client
 	// lists (*mcp.ServerSession → *sessionRoutes); listOpens bounds the
 	// dedicated sessions opened for lists at once (sessionlists.go).
-	sessLists sync.Map
-	listOpens chan struct{}
-	server    *mcp.Server
+	sessLists    sync.Map
+	listOpens    chan struct{}
+	prinLists    principalLists // of sessionless clients (principallists.go)
+	consentWaits consentWaits   // retries waiting for a sign-in (oauthretry.go)
+	server       *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 

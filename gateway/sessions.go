@@ -500,6 +500,9 @@ func (g *Gateway) reapIdle(ctx context.Context) {
 		}
 		p.mu.Unlock()
 		g.stopDedicated(stop)
+		for _, d := range stop {
+			g.forgetPrincipal(d.owner.principal) // its lists (principallists.go)
+		}
 	}
 }
 
