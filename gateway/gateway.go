@@ -288,6 +288,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},
 		Credential:      g.poolCredential(s, gw),
+		Standby:         poolStandby(s), // upcreds.go
 	}
 }
 
@@ -330,6 +331,8 @@ func (g *Gateway) Start(ctx context.Context) {
 		s := up.Status()
 		if s.State == upstream.StateReady {
 			g.log.Info("upstream connected", zap.String(keyServer, s.Name), zap.Int(keyPID, s.PID))
+		} else if s.State == upstream.StateStandby {
+			g.log.Info("upstream connects per user", zap.String(keyServer, s.Name), zap.String(keyReason, s.Note))
 		} else {
 			g.log.Warn("upstream not ready; retrying in the background", zap.String(keyServer, s.Name),
 				zap.String(keyState, string(s.State)), zap.String(keyError, s.Error))

@@ -10,13 +10,14 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/testauth"
+	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // oauthGateway serves a gateway in front of one oauth server, "user", of
 // the test authorization server (its users: users), with auth off: every
 // client is the local principal.
-func oauthGateway(t *testing.T, users ...string) (*testauth.Server, *httptest.Server) {
+func oauthGateway(t *testing.T, users ...string) (*testauth.Server, *httptest.Server, *Gateway) {
 	t.Helper()
 	as := &testauth.Server{}
 	upURL, stop := testauth.StartAuthCode(as, users...)
@@ -41,7 +42,7 @@ func oauthGateway(t *testing.T, users ...string) (*testauth.Server, *httptest.Se
 		hs.Close()
 		gw.Close(context.Background())
 	})
-	return as, hs
+	return as, hs, gw
 }
 
 // signInAs opens a start link in a browser that signs in at the test
@@ -111,7 +112,7 @@ func resultText(res *mcp.CallToolResult) string {
 // the client lists the upstream's tools and its call reaches the upstream
 // with the principal's token.
 func TestSessionlessSignInByURLElicitation(t *testing.T) {
-	as, hs := oauthGateway(t, "local")
+	as, hs, _ := oauthGateway(t, "local")
 	var asked atomic.Int32
 	var link atomic.Value
 	cs := connectModern(t, hs, &mcp.ClientOptions{
@@ -165,7 +166,7 @@ func TestSessionlessSignInByURLElicitation(t *testing.T) {
 // says so; a requestState altered, an invalid params error. None of them
 // signs in.
 func TestSessionlessSignInAnswers(t *testing.T) {
-	_, hs := oauthGateway(t, "local")
+	_, hs, _ := oauthGateway(t, "local")
 	t.Run("without URL elicitation", func(t *testing.T) {
 		cs := connectModern(t, hs, &mcp.ClientOptions{})
 		if got := modernTools(t, cs); got != "user__sign_in" {
@@ -204,4 +205,23 @@ func TestSessionlessSignInAnswers(t *testing.T) {
 			t.Fatalf("a retry with an altered state: %v, want invalid requestState", err)
 		}
 	})
+}
+
+// TestOAuthPoolUpstreamStandsBy: the pool upstream of an oauth server has
+// no token of its own, so it never connects: /status shows it standing by
+// for per-user sign-ins (not failed, no error, no restarts), and readiness
+// does not wait for it.
+func TestOAuthPoolUpstreamStandsBy(t *testing.T) {
+	_, _, gw := oauthGateway(t, "local")
+	st := gw.Status(nil)
+	if len(st.Upstreams) != 1 {
+		t.Fatalf("upstreams %+v", st.Upstreams)
+	}
+	u := st.Upstreams[0]
+	if u.State != upstream.StateStandby || u.Error != "" || u.Restarts != 0 || !strings.Contains(u.Note, "per-user sign-in") {
+		t.Errorf("the oauth server's status is %+v, want standby awaiting per-user sign-in", u.Status)
+	}
+	if r := gw.Readiness(); !r.Ready {
+		t.Errorf("readiness %+v", r)
+	}
 }

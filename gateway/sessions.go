@@ -312,6 +312,7 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 			d.exchange.setSubject(id)
 		}
 	}
+	opts.Standby = "" // its own credential connects it
 	opts.Capabilities = clientRelayCapabilities(caps)
 	opts.OnChange = nil // its lists are the pool upstream's
 	opts.NoLists = true
