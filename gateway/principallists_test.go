@@ -39,6 +39,9 @@ func oauthGateway(t *testing.T, users ...string) (*testauth.Server, *httptest.Se
 	hs.Config.Handler = gw.Handler()
 	hs.Start()
 	t.Cleanup(func() {
+		for ss := range gw.Server().Sessions() {
+			ss.Close()
+		}
 		hs.Close()
 		gw.Close(context.Background())
 	})
@@ -80,7 +83,7 @@ func connectModern(t *testing.T, hs *httptest.Server, opts *mcp.ClientOptions) *
 	return cs
 }
 
-func modernTools(t *testing.T, cs *mcp.ClientSession) string {
+func listedTools(t *testing.T, cs *mcp.ClientSession) string {
 	t.Helper()
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -130,7 +133,7 @@ func TestSessionlessSignInByURLElicitation(t *testing.T) {
 			return &mcp.ElicitResult{Action: "accept"}, nil
 		},
 	})
-	if got := modernTools(t, cs); got != "user__sign_in" {
+	if got := listedTools(t, cs); got != "user__sign_in" {
 		t.Fatalf("before signing in the tools are %q, want the sign-in tool alone", got)
 	}
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "user__sign_in"})
@@ -140,7 +143,7 @@ func TestSessionlessSignInByURLElicitation(t *testing.T) {
 	if n := asked.Load(); n != 1 {
 		t.Fatalf("the client was asked %d times, want once", n)
 	}
-	if got := modernTools(t, cs); got != "user__whoami" {
+	if got := listedTools(t, cs); got != "user__whoami" {
 		t.Fatalf("after the sign-in the tools are %q", got)
 	}
 	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "user__whoami"})
@@ -169,7 +172,7 @@ func TestSessionlessSignInAnswers(t *testing.T) {
 	_, hs, _ := oauthGateway(t, "local")
 	t.Run("without URL elicitation", func(t *testing.T) {
 		cs := connectModern(t, hs, &mcp.ClientOptions{})
-		if got := modernTools(t, cs); got != "user__sign_in" {
+		if got := listedTools(t, cs); got != "user__sign_in" {
 			t.Fatalf("tools %q, want the sign-in tool alone", got)
 		}
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "user__sign_in"})
