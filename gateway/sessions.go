@@ -215,8 +215,11 @@ func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (r
 	var from downstream
 	if cr, ok := req.(callerRequest); ok {
 		from = fromRequest(cr)
-	} else {
-		from.ss, _ = req.GetSession().(*mcp.ServerSession)
+	} else if from.ss, _ = req.GetSession().(*mcp.ServerSession); from.ss != nil {
+		if ip := from.ss.InitializeParams(); ip != nil {
+			// A 2026-07-28 listen stream's subscription: its principal's session.
+			from.caps, from.version = ip.Capabilities, ip.ProtocolVersion
+		}
 	}
 	d, err := g.dedicatedFor(ctx, pr, known, from, rt.up)
 	if err != nil {
