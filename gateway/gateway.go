@@ -102,6 +102,7 @@ type Gateway struct {
 	listOpens    chan struct{}
 	prinLists    principalLists // of sessionless clients (principallists.go)
 	consentWaits consentWaits   // retries waiting for a sign-in (oauthretry.go)
+	listens      listens        // listen streams of sessionless principals (listenlists.go)
 	server       *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities

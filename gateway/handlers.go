@@ -149,6 +149,7 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 		case "subscriptions/listen":
 			if lr, ok := req.(*mcp.SubscriptionsListenRequest); ok {
 				g.filterListen(ctx, lr)
+				defer g.listening(ctx, lr)() // until the stream ends (listenlists.go)
 			}
 		case "resources/subscribe", "resources/unsubscribe":
 			// A URI that routes nowhere or that the principal may not read

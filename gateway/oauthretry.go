@@ -77,6 +77,7 @@ func (g *Gateway) principalSignedIn(server, principal string) {
 		}
 		return true
 	})
+	g.notifyPrincipal("", principal, [3]bool{true, false, false}) // its listen streams (listenlists.go)
 }
 
 // consentState returns the requestState of a sign-in's input_required

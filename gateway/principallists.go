@@ -87,9 +87,12 @@ func (g *Gateway) principalListsChanged(d *dedicated, up *upstream.Upstream) {
 	if pl.r.Load() == nil {
 		return // it is listing now (catalogs is written before r)
 	}
-	if old, cur := pl.catalogs[up], up.Catalog(); old != cur {
-		pl.stale.Store(true)
+	old, cur := pl.catalogs[up], up.Catalog()
+	if old == cur {
+		return // only the state changed
 	}
+	pl.stale.Store(true)
+	g.notifyPrincipal(d.owner.principal, "", listsChanged(old, cur)) // listenlists.go
 }
 
 // forgetPrincipal drops the generation of the principal with key, whose

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/testauth"
@@ -118,7 +119,14 @@ func TestSessionlessSignInByURLElicitation(t *testing.T) {
 	as, hs, _ := oauthGateway(t, "local")
 	var asked atomic.Int32
 	var link atomic.Value
+	changed := make(chan struct{}, 8)
 	cs := connectModern(t, hs, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
 		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			asked.Add(1)
@@ -142,6 +150,12 @@ func TestSessionlessSignInByURLElicitation(t *testing.T) {
 	}
 	if n := asked.Load(); n != 1 {
 		t.Fatalf("the client was asked %d times, want once", n)
+	}
+	// Its listen stream (opened at connect) hears that its tools changed.
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed on the client's listen stream after the sign-in")
 	}
 	if got := listedTools(t, cs); got != "user__whoami" {
 		t.Fatalf("after the sign-in the tools are %q", got)

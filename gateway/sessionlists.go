@@ -242,12 +242,7 @@ func (g *Gateway) sessionListsChanged(up *upstream.Upstream) {
 		return // only the state changed
 	}
 	sr.stale.Store(true)
-	changed := [3]bool{true, true, true}
-	if old != nil && cur != nil {
-		// A refresh keeps the lists it did not fetch again.
-		changed = [3]bool{!sameSlice(old.Tools, cur.Tools), !sameSlice(old.Prompts, cur.Prompts),
-			!sameSlice(old.Resources, cur.Resources) || !sameSlice(old.Templates, cur.Templates)}
-	}
+	changed := listsChanged(old, cur)
 	for i, token := range listChangedTokens {
 		if changed[i] {
 			// Sent as a marked progress notification that sessionNotices
@@ -256,6 +251,17 @@ func (g *Gateway) sessionListsChanged(up *upstream.Upstream) {
 			_ = d.owner.ss.NotifyProgress(context.Background(), &mcp.ProgressNotificationParams{ProgressToken: token})
 		}
 	}
+}
+
+// listsChanged reports which lists (tools, prompts, resources) differ
+// between two catalogs of a session: a refresh keeps the slices of the
+// lists it did not fetch again, so comparing slices tells which.
+func listsChanged(old, cur *upstream.Catalog) [3]bool {
+	if old == nil || cur == nil {
+		return [3]bool{true, true, true}
+	}
+	return [3]bool{!sameSlice(old.Tools, cur.Tools), !sameSlice(old.Prompts, cur.Prompts),
+		!sameSlice(old.Resources, cur.Resources) || !sameSlice(old.Templates, cur.Templates)}
 }
 
 // sameSlice reports whether a and b are the same slice (not only equal).
@@ -272,21 +278,30 @@ var listChangedTokens = []string{"\x00manifold/tools", "\x00manifold/prompts", "
 // by sessionListsChanged leaves as the list_changed it stands for.
 func (g *Gateway) sessionNotices(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if method == "notifications/subscriptions/acknowledged" && ss != nil {
+			if p, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams); ok && p != nil {
+				g.listens.acknowledged(ss, p) // a sessionless principal's stream (listenlists.go)
+			}
+		}
 		if method != "notifications/progress" {
 			return next(ctx, method, req)
 		}
 		p, ok := req.GetParams().(*mcp.ProgressNotificationParams)
-		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if !ok || ss == nil {
 			return next(ctx, method, req)
 		}
+		var meta mcp.Meta
+		if id := g.listens.subscriptionID(ss); id != nil {
+			meta = mcp.Meta{mcp.MetaKeySubscriptionID: id} // a listen stream's
+		}
 		switch p.ProgressToken {
 		case listChangedTokens[0]:
-			return next(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}})
+			return next(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{Meta: meta}})
 		case listChangedTokens[1]:
-			return next(ctx, "notifications/prompts/list_changed", &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{}})
+			return next(ctx, "notifications/prompts/list_changed", &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{Meta: meta}})
 		case listChangedTokens[2]:
-			return next(ctx, "notifications/resources/list_changed", &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{}})
+			return next(ctx, "notifications/resources/list_changed", &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{Meta: meta}})
 		}
 		return next(ctx, method, req)
 	}
