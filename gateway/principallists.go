@@ -83,16 +83,9 @@ func (g *Gateway) principalListsChanged(d *dedicated, up *upstream.Upstream) {
 	if !ok {
 		return
 	}
-	pl := v.(*principalRoutes)
-	if pl.r.Load() == nil {
-		return // it is listing now (catalogs is written before r)
+	if changed, ok := v.(*principalRoutes).changedBy(up); ok {
+		g.notifyPrincipal(d.owner.principal, "", changed) // listenlists.go
 	}
-	old, cur := pl.catalogs[up], up.Catalog()
-	if old == cur {
-		return // only the state changed
-	}
-	pl.stale.Store(true)
-	g.notifyPrincipal(d.owner.principal, "", listsChanged(old, cur)) // listenlists.go
 }
 
 // forgetPrincipal drops the generation of the principal with key, whose

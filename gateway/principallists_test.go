@@ -11,6 +11,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/testauth"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -53,34 +54,21 @@ func oauthGateway(t *testing.T, users ...string) (*testauth.Server, *httptest.Se
 // authorization server as user, and returns the final status.
 func signInAs(t *testing.T, link, user string) int {
 	t.Helper()
-	browser := &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		if req.URL.Path == "/authorize" { // the person signs in at the authorization server
-			q := req.URL.Query()
-			q.Set("user", user)
-			req.URL.RawQuery = q.Encode()
-		}
-		return nil
-	}}
-	resp, err := browser.Get(link)
+	code, _, err := testauth.Browse(link, user, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	return code
 }
 
 // connectModern connects a 2026-07-28 client (sessionless) to hs.
 func connectModern(t *testing.T, hs *httptest.Server, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "modern"}, opts).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	cs, err := testutil.ConnectStateless(context.Background(), hs.URL+"/mcp", nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
-		t.Fatalf("negotiated %q, want 2026-07-28", v)
-	}
 	return cs
 }
 

@@ -233,16 +233,10 @@ func (g *Gateway) sessionListsChanged(up *upstream.Upstream) {
 	if !ok {
 		return // it has not listed yet
 	}
-	sr := v.(*sessionRoutes)
-	if sr.r.Load() == nil {
-		return // it is listing now (catalogs is written before r)
+	changed, ok := v.(*sessionRoutes).changedBy(up)
+	if !ok {
+		return
 	}
-	old, cur := sr.catalogs[up], up.Catalog()
-	if old == cur {
-		return // only the state changed
-	}
-	sr.stale.Store(true)
-	changed := listsChanged(old, cur)
 	for i, token := range listChangedTokens {
 		if changed[i] {
 			// Sent as a marked progress notification that sessionNotices
@@ -251,6 +245,22 @@ func (g *Gateway) sessionListsChanged(up *upstream.Upstream) {
 			_ = d.owner.ss.NotifyProgress(context.Background(), &mcp.ProgressNotificationParams{ProgressToken: token})
 		}
 	}
+}
+
+// changedBy marks sr stale when the catalog of up, one of its dedicated
+// sessions, changed since sr was built, and returns which lists changed;
+// ok is false when none did (only the state changed) or sr is being built
+// (catalogs is written before r).
+func (sr *sessionRoutes) changedBy(up *upstream.Upstream) (_ [3]bool, ok bool) {
+	if sr.r.Load() == nil {
+		return [3]bool{}, false
+	}
+	old, cur := sr.catalogs[up], up.Catalog()
+	if old == cur {
+		return [3]bool{}, false
+	}
+	sr.stale.Store(true)
+	return listsChanged(old, cur), true
 }
 
 // listsChanged reports which lists (tools, prompts, resources) differ

@@ -216,9 +216,11 @@ func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNo
 		if d.owner.ss == nil {
 			// A principal's: the listen streams that subscribed through it
 			// (listenupdates.go).
-			if only = r.g.subs.through(from, p.URI); only == nil {
+			through := r.g.subs.through(from, p.URI)
+			if through == nil {
 				return
 			}
+			only = through
 		}
 		meta := make(mcp.Meta, len(p.Meta)+1)
 		for k, v := range p.Meta {

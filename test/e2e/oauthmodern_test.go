@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/testauth"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,31 +19,11 @@ import (
 // final status and page.
 func browseSignIn(t *testing.T, link, key, user string) (int, string) {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if req.URL.Path == "/authorize" { // the person signs in at the authorization server
-			q := req.URL.Query()
-			q.Set("user", user)
-			req.URL.RawQuery = q.Encode()
-		}
-		return nil
-	}}
-	resp, err := hc.Get(link)
+	code, page, err := testauth.Browse(link, user, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "<form") {
-		return resp.StatusCode, string(page)
-	}
-	resp, err = hc.PostForm(link, url.Values{"credential": {key}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	page, _ = io.ReadAll(resp.Body)
-	return resp.StatusCode, string(page)
+	return code, page
 }
 
 // TestOAuthSignInSessionless: with the real binary and a real 2026-07-28
@@ -79,16 +57,11 @@ mcpServers:
 	g := startGateway(t, "--config", cfg)
 	connect := func(who string, opts *mcp.ClientOptions) *mcp.ClientSession {
 		t.Helper()
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-modern"}, opts).Connect(ctxT(t, 30*time.Second),
-			&mcp.StreamableClientTransport{Endpoint: g.url("/mcp"), HTTPClient: &http.Client{Transport: bearerRT{keys[who]}}},
-			&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		cs, err := testutil.ConnectStateless(ctxT(t, 30*time.Second), g.url("/mcp"), &http.Client{Transport: bearerRT{keys[who]}}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cs.Close() })
-		if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
-			t.Fatalf("negotiated %q, want 2026-07-28", v)
-		}
 		return cs
 	}
 	text := func(res *mcp.CallToolResult) string {
