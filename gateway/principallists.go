@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/manifold-mcp/manifold/policy"
 	"github.com/manifold-mcp/manifold/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,9 +23,10 @@ import (
 // principal's requests read it, on the SDK path and the raw path alike.
 //
 // A generation is built by the principal's first list, or by its first call
-// when it has none (a sessionless client may call what it listed from
-// another replica or before a restart), and again by a list once the global
-// generation moved, its dedicated sessions' lists changed, or it signed in.
+// of a name the global generation does not know when it has none (a
+// sessionless client may call what it listed on another replica or before
+// a restart: callOwnRoutes), and again by a list once the global generation
+// moved, its dedicated sessions' lists changed, or it signed in.
 // It is dropped with the principal's last dedicated session (reapIdle),
 // which bounds the map by the principals active within the idle timeout.
 
@@ -58,12 +60,33 @@ func (g *Gateway) principalRoutes(ctx context.Context, req mcp.Request, from dow
 		case !build:
 			return global // its first list is being built
 		}
+	} else if !build {
+		return global // it has not listed: names only it knows are callOwnRoutes'
 	}
 	pl := &principalRoutes{sessionRoutes: sessionRoutes{base: global, prev: prev}, name: pr.Name()}
 	g.prinLists.byKey.Store(pr.Key(), pl) // before connecting: a change during it marks it stale
 	return g.buildOwnRoutes(ctx, &pl.sessionRoutes, pr, known, from, func(*upstream.Upstream, string) {
 		// signedIn marks it stale (principalSignedIn, oauthretry.go)
 	})
+}
+
+// callOwnRoutes returns the routing generation a call req whose name the
+// global one does not know resolves in: the session's, or for a sessionless
+// request its principal's, built now when it has none (such a client may
+// call what it listed on another replica or before a restart); the global
+// one when neither applies.
+func (g *Gateway) callOwnRoutes(ctx context.Context, req callerRequest, global *routes) *routes {
+	if r := g.builtRoutes(fromRequest(req).ss); r != nil {
+		return r
+	}
+	from := fromRequest(req)
+	if _, version := from.client(); !mcpx.Stateless(version) {
+		return global
+	}
+	if r := g.principalRoutes(ctx, req, from, global, false); r != global {
+		return r
+	}
+	return g.principalRoutes(ctx, req, from, global, true)
 }
 
 // builtPrincipalRoutes returns the routing generation the principal pr

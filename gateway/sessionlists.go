@@ -347,14 +347,8 @@ func (g *Gateway) sessionOnlyCall(ctx context.Context, req mcp.Request) (_ mcp.R
 	if _, ok := global.lookup(kind, name); ok {
 		return nil, false, nil // the SDK knows it
 	}
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	r := g.builtRoutes(ss)
-	if r == nil {
-		if r = g.routesOf(ctx, req, false); r == global {
-			return nil, false, nil // neither a session's nor a principal's
-		}
-	}
-	if _, ok := r.lookup(kind, name); !ok {
+	r := g.callOwnRoutes(ctx, req.(callerRequest), global) // principallists.go
+	if _, ok := r.lookup(kind, name); r == global || !ok {
 		return nil, false, nil
 	}
 	res, err := serve()
