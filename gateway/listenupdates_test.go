@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/fixture"
+	"github.com/manifold-mcp/manifold/internal/testutil"
 	"github.com/manifold-mcp/manifold/namespacing"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -61,5 +63,39 @@ func TestSessionlessUpdatesFromThePrincipalsSession(t *testing.T) {
 	}
 	if updates.Load() == 0 {
 		t.Fatal("no resources/updated from the principal's session")
+	}
+}
+
+// TestClusterSessionlessListsAtHome: in cluster mode a sessionless
+// client's lists of a server with per-client lists are its principal's,
+// made from its dedicated sessions on its home replica: whichever replica
+// a list lands on, only the home replica opens a session of the server for
+// it.
+func TestClusterSessionlessListsAtHome(t *testing.T) {
+	rs := newReplicas(t, 3, func(c *config.Config) {
+		s := c.Servers["alpha"]
+		s.Session, s.Lists = config.SessionPerClient, config.ListsPerClient
+		c.Servers["alpha"] = s
+	})
+	hc := &http.Client{Transport: bearer{aliceKey, http.DefaultTransport}}
+	for _, r := range rs {
+		cs, err := testutil.ConnectStateless(context.Background(), "http://"+r.addr()+"/mcp", hc, &mcp.ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.ListTools(context.Background(), nil)
+		cs.Close()
+		if err != nil || len(res.Tools) == 0 {
+			t.Fatalf("tools/list at %s: %v %v", r.addr(), res, err)
+		}
+	}
+	opened := 0
+	for _, r := range rs {
+		for _, u := range r.gw.Status(nil).Upstreams {
+			opened += u.ClientSessions
+		}
+	}
+	if opened != 1 {
+		t.Errorf("%d sessions of the server opened across the replicas for one principal, want 1 (at its home)", opened)
 	}
 }
