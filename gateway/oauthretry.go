@@ -32,27 +32,40 @@ import (
 const consentTTL = 10 * time.Minute
 
 // consentWaits are the retries waiting for a principal's sign-in, by
-// server and principal: each has a channel that signedIn closes.
+// server and principal: each key has a channel that signedIn closes, kept
+// while a retry waits on it.
 type consentWaits struct {
 	mu sync.Mutex
-	m  map[oauthWaitKey]chan struct{}
+	m  map[oauthWaitKey]*consentWait
+}
+
+type consentWait struct {
+	ch      chan struct{}
+	waiters int
 }
 
 // waiting returns the channel closed at the next sign-in of principal at
-// server.
-func (w *consentWaits) waiting(server, principal string) <-chan struct{} {
+// server, and the function to call when the caller stops waiting.
+func (w *consentWaits) waiting(server, principal string) (<-chan struct{}, func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := oauthWaitKey{server, principal}
 	if w.m == nil {
-		w.m = map[oauthWaitKey]chan struct{}{}
+		w.m = map[oauthWaitKey]*consentWait{}
 	}
-	ch := w.m[k]
-	if ch == nil {
-		ch = make(chan struct{})
-		w.m[k] = ch
+	cw := w.m[k]
+	if cw == nil {
+		cw = &consentWait{ch: make(chan struct{})}
+		w.m[k] = cw
 	}
-	return ch
+	cw.waiters++
+	return cw.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if cw.waiters--; cw.waiters == 0 && w.m[k] == cw {
+			delete(w.m, k)
+		}
+	}
 }
 
 // release wakes the retries waiting for principal's sign-in at server.
@@ -60,8 +73,8 @@ func (w *consentWaits) release(server, principal string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := oauthWaitKey{server, principal}
-	if ch := w.m[k]; ch != nil {
-		close(ch)
+	if cw := w.m[k]; cw != nil {
+		close(cw.ch)
 		delete(w.m, k)
 	}
 }
@@ -154,7 +167,8 @@ func (g *Gateway) awaitSignIn(ctx context.Context, c *call, expires time.Time) {
 		return
 	}
 	principal := c.principal.Name()
-	done := g.consentWaits.waiting(c.route.up.Name(), principal) // before looking: no sign-in is missed
+	done, stop := g.consentWaits.waiting(c.route.up.Name(), principal) // before looking: no sign-in is missed
+	defer stop()
 	if oa.Waiting(principal) == nil {
 		return
 	}

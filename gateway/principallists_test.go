@@ -230,3 +230,27 @@ func TestOAuthPoolUpstreamStandsBy(t *testing.T) {
 		t.Errorf("readiness %+v", r)
 	}
 }
+
+// TestConsentWaits: a retry waiting for a sign-in is woken by it; the
+// registry forgets a key once its last waiter stops or it is released.
+func TestConsentWaits(t *testing.T) {
+	var w consentWaits
+	done, stop := w.waiting("s", "alice")
+	_, stop2 := w.waiting("s", "alice")
+	stop2()
+	if len(w.m) != 1 {
+		t.Fatalf("%d keys while one waits, want 1", len(w.m))
+	}
+	w.release("s", "alice")
+	select {
+	case <-done:
+	default:
+		t.Fatal("the sign-in did not wake the waiter")
+	}
+	stop()
+	_, stop3 := w.waiting("s", "bob")
+	stop3()
+	if len(w.m) != 0 {
+		t.Fatalf("%d keys left after every waiter stopped, want 0", len(w.m))
+	}
+}
