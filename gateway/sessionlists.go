@@ -284,6 +284,12 @@ func sameSlice[T any](a, b []T) bool {
 // progress tokens are relayed as they are, and these hold a NUL).
 var listChangedTokens = []string{"\x00manifold/tools", "\x00manifold/prompts", "\x00manifold/resources"}
 
+// isListChangedToken reports whether token is one of listChangedTokens.
+func isListChangedToken(token any) bool {
+	t, ok := token.(string)
+	return ok && len(t) > 0 && t[0] == 0 && slices.Contains(listChangedTokens, t)
+}
+
 // sessionNotices is a sending middleware: a progress notification marked
 // by sessionListsChanged leaves as the list_changed it stands for.
 func (g *Gateway) sessionNotices(next mcp.MethodHandler) mcp.MethodHandler {
@@ -298,7 +304,7 @@ func (g *Gateway) sessionNotices(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		p, ok := req.GetParams().(*mcp.ProgressNotificationParams)
-		if !ok || ss == nil {
+		if !ok || ss == nil || !isListChangedToken(p.ProgressToken) {
 			return next(ctx, method, req)
 		}
 		var meta mcp.Meta
