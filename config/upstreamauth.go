@@ -182,6 +182,9 @@ func (v *validator) upstreamAuth(serverKey string, s Server, typ string, jwt boo
 		if s.Lists == ListsShared {
 			v.add(joinKey(serverKey, "lists"), "an oauth server lists with each user's own token (the gateway has none): lists must be per-client")
 		}
+		if s.Required {
+			v.add(joinKey(serverKey, "required"), "an oauth server connects only with each user's own token, after that user signed in: the gateway has no connection of its own for readiness to wait for; remove required")
+		}
 		v.oauthAuth(key, a)
 		return
 	}

@@ -76,6 +76,11 @@ func TestUpstreamAuthValidation(t *testing.T) {
 		},
 
 		{
+			name: "an oauth server cannot be required: it has no connection of its own before users sign in",
+			doc:  "mcpServers: {a: {url: https://a.test/mcp, required: true, auth: {type: oauth}}, b: {url: https://b.test/mcp, required: true}}\n",
+			want: []wantErr{{"m.yaml", "mcpServers.a.required", "no connection of its own for readiness to wait for"}},
+		},
+		{
 			name: "client credentials need a token URL, a client and a secret",
 			doc:  "mcpServers: {a: {url: https://a.test/mcp, auth: {type: client_credentials, tokenURL: http://as.test/token}}}\n",
 			want: []wantErr{

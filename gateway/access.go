@@ -43,7 +43,7 @@ func newAccess(cfg *config.Config, an *authn.Authenticator) *access {
 	if an != nil && an.Enabled() {
 		a.authn = an
 	}
-	if !a.policy.Unrestricted() {
+	if !a.policy.Unrestricted() || perClientLists(cfg) {
 		a.cacheScope = "private"
 	}
 	return a

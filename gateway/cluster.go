@@ -224,7 +224,9 @@ func (s *sseTokens) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 //     replica that parked the call (the state's route tag names it);
 //   - a call to a per-client server, and every subscriptions/listen
 //     stream, go to the principal's home replica (cluster.Node.Home), where
-//     the principal's dedicated upstream sessions live.
+//     the principal's dedicated upstream sessions live; so do lists, and
+//     calls of names the global lists lack, while a server lists per
+//     client (the principal's own lists live there too).
 //
 // A request forwarded already, or whose target cannot be reached, is
 // served here: the bridge refuses a state of another replica with a clear
@@ -284,12 +286,21 @@ func (g *Gateway) statelessOwner(r *http.Request, body []byte) string {
 		// lives there too.
 		owner, _ := principalOf(r)
 		return g.cluster.Home(owner)
+	case `"tools/list"`, `"prompts/list"`, `"resources/list"`, `"resources/templates/list"`:
+		if g.routes.Load().listedPerClient == nil {
+			return ""
+		}
+		// The principal's own lists (principallists.go) come from its
+		// dedicated sessions, at home.
+		owner, _ := principalOf(r)
+		return g.cluster.Home(owner)
 	default:
 		return ""
 	}
-	rt, ok := g.routes.Load().lookup(kind, string(envelope.Text(name)))
-	if !ok || rt.up.SessionMode() != config.SessionPerClient {
-		return ""
+	global := g.routes.Load()
+	rt, ok := global.lookup(kind, string(envelope.Text(name)))
+	if !ok && global.listedPerClient == nil || ok && rt.up.SessionMode() != config.SessionPerClient {
+		return "" // not a name only the principal's own lists may have
 	}
 	owner, _ := principalOf(r)
 	return g.cluster.Home(owner)

@@ -98,9 +98,12 @@ type Gateway struct {
 	// sessLists holds the routing generations of sessions with per-client
 	// lists (*mcp.ServerSession → *sessionRoutes); listOpens bounds the
 	// dedicated sessions opened for lists at once (sessionlists.go).
-	sessLists sync.Map
-	listOpens chan struct{}
-	server    *mcp.Server
+	sessLists    sync.Map
+	listOpens    chan struct{}
+	prinLists    principalLists // of sessionless clients (principallists.go)
+	consentWaits consentWaits   // retries waiting for a sign-in (oauthretry.go)
+	listens      listens        // listen streams of sessionless principals (listenlists.go)
+	server       *mcp.Server
 	// capabilities are what server advertises; fixed at New.
 	capabilities *mcp.ServerCapabilities
 
@@ -286,6 +289,7 @@ func (g *Gateway) upstreamOptions(s config.Server, gw *config.Gateway) *upstream
 		Capabilities:    relayCapabilities(s),
 		Relay:           relay{g},
 		Credential:      g.poolCredential(s, gw),
+		Standby:         poolStandby(s), // upcreds.go
 	}
 }
 
@@ -328,6 +332,8 @@ func (g *Gateway) Start(ctx context.Context) {
 		s := up.Status()
 		if s.State == upstream.StateReady {
 			g.log.Info("upstream connected", zap.String(keyServer, s.Name), zap.Int(keyPID, s.PID))
+		} else if s.State == upstream.StateStandby {
+			g.log.Info("upstream connects per user", zap.String(keyServer, s.Name), zap.String(keyReason, s.Note))
 		} else {
 			g.log.Warn("upstream not ready; retrying in the background", zap.String(keyServer, s.Name),
 				zap.String(keyState, string(s.State)), zap.String(keyError, s.Error))

@@ -70,7 +70,7 @@ func (g *Gateway) filterListen(ctx context.Context, req *mcp.SubscriptionsListen
 	}
 	n := *req.Params.Notifications
 	n.ResourceSubscriptions = nil
-	r := g.routes.Load()
+	r := g.routesOf(ctx, req, false) // a principal's own resources too (principallists.go)
 	for _, uri := range req.Params.Notifications.ResourceSubscriptions {
 		if rt, ok := r.resource(uri); ok && g.readable(ctx, req, uri, rt) {
 			n.ResourceSubscriptions = append(n.ResourceSubscriptions, uri)
@@ -149,6 +149,7 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 		case "subscriptions/listen":
 			if lr, ok := req.(*mcp.SubscriptionsListenRequest); ok {
 				g.filterListen(ctx, lr)
+				defer g.listening(ctx, lr)() // until the stream ends (listenlists.go)
 			}
 		case "resources/subscribe", "resources/unsubscribe":
 			// A URI that routes nowhere or that the principal may not read
@@ -156,7 +157,7 @@ func (g *Gateway) interceptor(next mcp.MethodHandler) mcp.MethodHandler {
 			// drops it silently: an error would tell denied URIs apart
 			// from those that exist.
 			if uri := target(req); uri != "" {
-				if rt, ok := g.routes.Load().resource(uri); !ok || !g.readable(ctx, req, uri, rt) {
+				if rt, ok := g.routesOf(ctx, req, false).resource(uri); !ok || !g.readable(ctx, req, uri, rt) {
 					// The SDK's empty result is unexported: its ping
 					// handler makes one, without recording anything.
 					ss, _ := req.GetSession().(*mcp.ServerSession)

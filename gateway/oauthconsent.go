@@ -201,6 +201,7 @@ func (g *Gateway) signedIn(server, principal string) {
 	delete(o.waiting, k)
 	o.mu.Unlock()
 	g.log.Info("upstream sign-in completed", zap.String(keyServer, server))
+	g.principalSignedIn(server, principal) // sessionless clients' (principallists.go, oauthretry.go)
 	for ss := range sessions {
 		if v, ok := g.sessLists.Load(ss); ok {
 			v.(*sessionRoutes).stale.Store(true)
@@ -267,21 +268,22 @@ func wantsInputRequired(caps *mcp.ClientCapabilities, version string) bool {
 
 // consentInputs are the input requests of an input_required answer for ce.
 func consentInputs(ce *upcred.ConsentRequiredError) mcp.InputRequestMap {
-	return mcp.InputRequestMap{"manifold-sign-in": consentElicitation(ce)}
+	return mcp.InputRequestMap{consentInputKey: consentElicitation(ce)}
 }
 
 // consentAnswer is the answer to a call of method m that needs the sign-in ce, for the
 // client from: the -32042 URL-elicitation-required error for a 2025-11-25 client with URL
 // elicitation; otherwise, for tools/call, an isError result with the link and what to do,
-// and for prompts/get and resources/read an error whose message carries the link.
-func consentAnswer[Q callerRequest, R mcp.Result](m *method[Q, R], from downstream, ce *upcred.ConsentRequiredError) (R, error) {
+// and for prompts/get and resources/read an error whose message carries the link. state
+// is the requestState of an input_required answer (oauthretry.go).
+func consentAnswer[Q callerRequest, R mcp.Result](m *method[Q, R], from downstream, ce *upcred.ConsentRequiredError, state string) (R, error) {
 	var zero R
 	caps, version := from.client()
 	if wantsURLElicitation(caps, version) {
 		return zero, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{consentElicitation(ce)})
 	}
 	if wantsInputRequired(caps, version) && m.ask != nil {
-		return m.ask(consentInputs(ce), ""), nil
+		return m.ask(consentInputs(ce), state), nil
 	}
 	if r, ok := m.toolError(consentText(ce)); ok {
 		return r, nil
@@ -291,13 +293,13 @@ func consentAnswer[Q callerRequest, R mcp.Result](m *method[Q, R], from downstre
 
 // rawConsentAnswer is consentAnswer on the raw path: the result bytes and whether it is
 // a tool error, or the error.
-func rawConsentAnswer(kind string, from downstream, ce *upcred.ConsentRequiredError) ([]byte, bool, error) {
+func rawConsentAnswer(kind string, from downstream, ce *upcred.ConsentRequiredError, state string) ([]byte, bool, error) {
 	caps, version := from.client()
 	if wantsURLElicitation(caps, version) {
 		return nil, false, mcp.URLElicitationRequiredError([]*mcp.ElicitParams{consentElicitation(ce)})
 	}
 	if wantsInputRequired(caps, version) {
-		b, err := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": consentInputs(ce)})
+		b, err := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": consentInputs(ce), "requestState": state})
 		return b, false, err
 	}
 	if kind == "tools/call" {

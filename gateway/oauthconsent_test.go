@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/internal/testauth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,13 +19,7 @@ import (
 // authorization server answers at once), after which the same session lists the
 // upstream's tools and its call succeeds as that principal.
 func TestOAuthConsentByClient(t *testing.T) {
-	as := &testauth.Server{}
-	upURL, stop := testauth.StartAuthCode(as, "local")
-	t.Cleanup(stop)
-	cfg := &config.Config{Servers: map[string]config.Server{
-		"user": {Name: "user", Type: config.TypeHTTP, URL: upURL, Session: config.SessionPerClient, Auth: config.UpstreamAuth{Type: config.UpstreamAuthOAuth}},
-	}, Gateway: config.DefaultGateway()}
-	base := servePublicGateway(t, cfg) // oauthidentity_test.go
+	_, hs, _ := oauthGateway(t, "local") // principallists_test.go
 	ctx := context.Background()
 	connect := func(version string, url bool) *mcp.ClientSession {
 		t.Helper()
@@ -36,24 +28,12 @@ func TestOAuthConsentByClient(t *testing.T) {
 			opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
 		}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, opts).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: base + "/mcp", DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cs.Close() })
 		return cs
-	}
-	tools := func(cs *mcp.ClientSession) string {
-		t.Helper()
-		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tl := range res.Tools {
-			names = append(names, tl.Name)
-		}
-		return strings.Join(names, ",")
 	}
 	var link string
 	tests := []struct {
@@ -68,7 +48,7 @@ func TestOAuthConsentByClient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := connect(tt.version, tt.url)
-			if got := tools(cs); got != "user__sign_in" {
+			if got := listedTools(t, cs); got != "user__sign_in" {
 				t.Fatalf("tools %q, want the sign-in tool alone", got)
 			}
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "user__sign_in"})
@@ -88,7 +68,7 @@ func TestOAuthConsentByClient(t *testing.T) {
 				t.Fatalf("got %v %+v, want an isError result", err, res)
 			}
 			text := res.Content[0].(*mcp.TextContent).Text
-			if !strings.Contains(text, cfg.Gateway.PublicURL+"/oauth/start/") || !strings.Contains(text, "retry") {
+			if !strings.Contains(text, hs.URL+"/oauth/start/") || !strings.Contains(text, "retry") {
 				t.Fatalf("text %q names no start link or what to do", text)
 			}
 		})
@@ -96,24 +76,11 @@ func TestOAuthConsentByClient(t *testing.T) {
 	if link == "" {
 		t.FailNow()
 	}
-	browser := &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		if req.URL.Path == "/authorize" { // the person signs in at the authorization server
-			q := req.URL.Query()
-			q.Set("user", "local")
-			req.URL.RawQuery = q.Encode()
-		}
-		return nil
-	}}
-	resp, err := browser.Get(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("sign-in: %s", resp.Status)
+	if code := signInAs(t, link, "local"); code != http.StatusOK {
+		t.Fatalf("sign-in: %d", code)
 	}
 	cs := connect("2025-06-18", false)
-	if got := tools(cs); got != "user__whoami" {
+	if got := listedTools(t, cs); got != "user__whoami" {
 		t.Fatalf("after the sign-in the tools are %q", got)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "user__whoami"})

@@ -48,12 +48,13 @@ func newIdentityRig(t *testing.T) *identityRig {
 	cfg.Auth.APIKeys = []config.APIKey{{Name: "carol", Key: carolKey}}
 	cfg.Auth.JWT = &config.JWT{Issuer: idp.URL, Audience: []string{"manifold"}, Secret: idpJWTKey,
 		OIDC: config.OIDC{ClientID: idpClientID, ClientSecret: idpSecret}}
-	return &identityRig{url: servePublicGateway(t, cfg), idp: idp, as: as}
+	hs, _ := servePublicGateway(t, cfg)
+	return &identityRig{url: hs.URL, idp: idp, as: as}
 }
 
 // servePublicGateway serves a gateway of cfg over HTTP, with gateway.publicURL set to its
-// address, until the test ends; it returns that address.
-func servePublicGateway(t *testing.T, cfg *config.Config) string {
+// address, until the test ends; it returns the server and the gateway.
+func servePublicGateway(t *testing.T, cfg *config.Config) (*httptest.Server, *Gateway) {
 	t.Helper()
 	hs := httptest.NewUnstartedServer(nil)
 	cfg.Gateway.PublicURL = "http://" + hs.Listener.Addr().String()
@@ -75,8 +76,7 @@ func servePublicGateway(t *testing.T, cfg *config.Config) string {
 		hs.Close()
 		gw.Close(context.Background())
 	})
-	return hs.URL
-
+	return hs, gw
 }
 
 // jwtOf returns a JWT of the issuer naming sub.

@@ -114,9 +114,12 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 		return limitedAnswer(m, ref)
 	}
 	defer c.held.Release()
+	if res, done, err := consentRetry(ctx, g, m, &c, &req); done { // after a sign-in (oauthretry.go)
+		return res, err
+	}
 	if err := g.upstreamSession(ctx, &c, fromRequest(req)); err != nil {
 		if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
-			return consentAnswer(m, fromRequest(req), ce) // oauthconsent.go
+			return askConsent(ctx, g, m, &c, req, ce) // oauthconsent.go, oauthretry.go
 		}
 		return zero, upstreamError(err)
 	}
@@ -134,7 +137,7 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 	}
 	res, err := forward(ctx, g, m, req, c.route, c.snap)
 	if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
-		res, err = consentAnswer(m, fromRequest(req), ce) // a step-up (oauthconsent.go)
+		res, err = askConsent(ctx, g, m, &c, req, ce) // a step-up (oauthconsent.go)
 	}
 	if h != nil { // post-hooks
 		return pluginPost(ctx, h, res, err)

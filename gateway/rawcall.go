@@ -139,6 +139,8 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 	if r.c.routes.listedPerClient != nil {
 		if sr := g.builtRoutes(r.ss); sr != nil {
 			r.c.routes = sr // the session's lists (sessionlists.go)
+		} else if r.stateless && !g.rawPrincipalRoutes(f, &r.c) {
+			return nil // its principal's lists are the slow path's to build (principallists.go)
 		}
 	}
 	if m.uri {
@@ -285,7 +287,7 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 	from := downstream{ss: r.ss, caps: r.caps, version: r.version}
 	if err := g.upstreamSession(ctx, c, from); err != nil {
 		if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
-			return rawConsentAnswer(r.m.name, from, ce) // oauthconsent.go
+			return rawConsentAnswer(r.m.name, from, ce, g.rawConsentState(f, r.m.name, c, from)) // oauthconsent.go
 		}
 		return nil, false, upstreamError(err)
 	}
@@ -301,7 +303,7 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 	}
 	res, toolErr, err = g.forwardRaw(ctx, r)
 	if ce := g.consentRequired(err, c.route.up, c.principal.Name()); ce != nil {
-		res, toolErr, err = rawConsentAnswer(r.m.name, from, ce) // a step-up (oauthconsent.go)
+		res, toolErr, err = rawConsentAnswer(r.m.name, from, ce, g.rawConsentState(f, r.m.name, c, from)) // a step-up (oauthconsent.go)
 	}
 	if h != nil && err == nil { // plugin post-hooks
 		return rawPostHooks(ctx, h, r.m.kind, res, toolErr)

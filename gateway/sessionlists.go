@@ -23,8 +23,9 @@ import (
 // URIs, policy and collisions work as everywhere. Its calls resolve in it;
 // a name only it knows is taken before the SDK, which knows only the
 // global names. A list_changed from its dedicated session rebuilds it and
-// reaches that session only. Sessions without such servers, and
-// sessionless 2026-07-28 clients, use the global generation.
+// reaches that session only. Sessions without such servers use the global
+// generation; sessionless 2026-07-28 clients get their principal's own
+// (principallists.go).
 
 // maxListOpens bounds the dedicated sessions being opened for lists at
 // once, gateway-wide.
@@ -78,7 +79,8 @@ func (sr *sessionRoutes) current() *routes {
 // routesOf returns the routing generation of the session of req: the
 // global one, or the session's own when a server has per-client lists,
 // built (or rebuilt after a change) now; build is false for calls, which
-// use what the session listed from.
+// use what the session listed from. A sessionless 2026-07-28 request gets
+// its principal's own (principallists.go).
 func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *routes {
 	global := g.routes.Load()
 	if global.listedPerClient == nil {
@@ -100,8 +102,6 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 		case r != nil && sr.base == global && !sr.stale.Load():
 			return r
 		}
-	} else if !build {
-		return global
 	}
 	var from downstream
 	if cr, ok := req.(callerRequest); ok {
@@ -109,12 +109,29 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 	} else if ip := ss.InitializeParams(); ip != nil {
 		from = downstream{ss: ss, caps: ip.Capabilities, version: ip.ProtocolVersion}
 	}
-	if _, version := from.client(); version == "" || mcpx.Stateless(version) {
-		return global // a sessionless 2026-07-28 request
+	switch _, version := from.client(); {
+	case version == "":
+		return global
+	case mcpx.Stateless(version):
+		return g.principalRoutes(ctx, req, from, global, build)
+	case !build && prev == nil:
+		return global
 	}
 	pr, known := principal(ctx, g.current().access, req)
 	sr := &sessionRoutes{base: global, prev: prev}
 	g.sessLists.Store(ss, sr) // before connecting: a change during it marks it stale
+	return g.buildOwnRoutes(ctx, sr, pr, known, from, func(up *upstream.Upstream, principal string) {
+		g.waitSignIn(up.Name(), principal, ss)
+	})
+}
+
+// buildOwnRoutes builds sr's generation: the global one's upstreams with
+// the client from's own sessions of the servers with per-client lists in
+// place of their pool upstreams, or the sign-in tool of a server where
+// the principal pr has yet to sign in (waiting is told of each). sr is
+// registered already, so that a change while it connects marks it stale.
+func (g *Gateway) buildOwnRoutes(ctx context.Context, sr *sessionRoutes, pr *policy.Principal, known bool, from downstream, waiting func(up *upstream.Upstream, principal string)) *routes {
+	global := sr.base
 	ups := slices.Clone(g.pool.serving())
 	byUp := map[*upstream.Upstream]*upstream.Upstream{}
 	var signIn []*upstream.Upstream
@@ -125,7 +142,7 @@ func (g *Gateway) routesOf(ctx context.Context, req mcp.Request, build bool) *ro
 		d, err := g.listingSession(ctx, pr, known, from, up)
 		if ce := g.consentRequired(err, up, pr.Name()); ce != nil {
 			signIn = append(signIn, up) // its sign-in tool instead (oauthconsent.go)
-			g.waitSignIn(up.Name(), ce.Principal, ss)
+			waiting(up, ce.Principal)
 			ups[i] = nil
 			continue
 		}
@@ -205,27 +222,20 @@ func rebase(r *routes, byUp map[*upstream.Upstream]*upstream.Upstream) {
 // alone is told its lists changed.
 func (g *Gateway) sessionListsChanged(up *upstream.Upstream) {
 	d := g.perClient.dedicatedOf(up)
-	if d == nil || d.owner.ss == nil {
+	if d != nil && d.owner.ss == nil {
+		g.principalListsChanged(d, up) // a sessionless principal's (principallists.go)
+		return
+	}
+	if d == nil {
 		return
 	}
 	v, ok := g.sessLists.Load(d.owner.ss)
 	if !ok {
 		return // it has not listed yet
 	}
-	sr := v.(*sessionRoutes)
-	if sr.r.Load() == nil {
-		return // it is listing now (catalogs is written before r)
-	}
-	old, cur := sr.catalogs[up], up.Catalog()
-	if old == cur {
-		return // only the state changed
-	}
-	sr.stale.Store(true)
-	changed := [3]bool{true, true, true}
-	if old != nil && cur != nil {
-		// A refresh keeps the lists it did not fetch again.
-		changed = [3]bool{!sameSlice(old.Tools, cur.Tools), !sameSlice(old.Prompts, cur.Prompts),
-			!sameSlice(old.Resources, cur.Resources) || !sameSlice(old.Templates, cur.Templates)}
+	changed, ok := v.(*sessionRoutes).changedBy(up)
+	if !ok {
+		return
 	}
 	for i, token := range listChangedTokens {
 		if changed[i] {
@@ -235,6 +245,33 @@ func (g *Gateway) sessionListsChanged(up *upstream.Upstream) {
 			_ = d.owner.ss.NotifyProgress(context.Background(), &mcp.ProgressNotificationParams{ProgressToken: token})
 		}
 	}
+}
+
+// changedBy marks sr stale when the catalog of up, one of its dedicated
+// sessions, changed since sr was built, and returns which lists changed;
+// ok is false when none did (only the state changed) or sr is being built
+// (catalogs is written before r).
+func (sr *sessionRoutes) changedBy(up *upstream.Upstream) (_ [3]bool, ok bool) {
+	if sr.r.Load() == nil {
+		return [3]bool{}, false
+	}
+	old, cur := sr.catalogs[up], up.Catalog()
+	if old == cur {
+		return [3]bool{}, false
+	}
+	sr.stale.Store(true)
+	return listsChanged(old, cur), true
+}
+
+// listsChanged reports which lists (tools, prompts, resources) differ
+// between two catalogs of a session: a refresh keeps the slices of the
+// lists it did not fetch again, so comparing slices tells which.
+func listsChanged(old, cur *upstream.Catalog) [3]bool {
+	if old == nil || cur == nil {
+		return [3]bool{true, true, true}
+	}
+	return [3]bool{!sameSlice(old.Tools, cur.Tools), !sameSlice(old.Prompts, cur.Prompts),
+		!sameSlice(old.Resources, cur.Resources) || !sameSlice(old.Templates, cur.Templates)}
 }
 
 // sameSlice reports whether a and b are the same slice (not only equal).
@@ -247,65 +284,77 @@ func sameSlice[T any](a, b []T) bool {
 // progress tokens are relayed as they are, and these hold a NUL).
 var listChangedTokens = []string{"\x00manifold/tools", "\x00manifold/prompts", "\x00manifold/resources"}
 
+// isListChangedToken reports whether token is one of listChangedTokens.
+func isListChangedToken(token any) bool {
+	t, ok := token.(string)
+	return ok && len(t) > 0 && t[0] == 0 && slices.Contains(listChangedTokens, t)
+}
+
 // sessionNotices is a sending middleware: a progress notification marked
 // by sessionListsChanged leaves as the list_changed it stands for.
 func (g *Gateway) sessionNotices(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if method == "notifications/subscriptions/acknowledged" && ss != nil {
+			if p, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams); ok && p != nil {
+				g.listens.acknowledged(ss, p) // a sessionless principal's stream (listenlists.go)
+			}
+		}
 		if method != "notifications/progress" {
 			return next(ctx, method, req)
 		}
 		p, ok := req.GetParams().(*mcp.ProgressNotificationParams)
-		ss, _ := req.GetSession().(*mcp.ServerSession)
-		if !ok || ss == nil {
+		if !ok || ss == nil || !isListChangedToken(p.ProgressToken) {
 			return next(ctx, method, req)
+		}
+		var meta mcp.Meta
+		if id := g.listens.subscriptionID(ss); id != nil {
+			meta = mcp.Meta{mcp.MetaKeySubscriptionID: id} // a listen stream's
 		}
 		switch p.ProgressToken {
 		case listChangedTokens[0]:
-			return next(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}})
+			return next(ctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{Meta: meta}})
 		case listChangedTokens[1]:
-			return next(ctx, "notifications/prompts/list_changed", &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{}})
+			return next(ctx, "notifications/prompts/list_changed", &mcp.ServerRequest[*mcp.PromptListChangedParams]{Session: ss, Params: &mcp.PromptListChangedParams{Meta: meta}})
 		case listChangedTokens[2]:
-			return next(ctx, "notifications/resources/list_changed", &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{}})
+			return next(ctx, "notifications/resources/list_changed", &mcp.ServerRequest[*mcp.ResourceListChangedParams]{Session: ss, Params: &mcp.ResourceListChangedParams{Meta: meta}})
 		}
 		return next(ctx, method, req)
 	}
 }
 
 // sessionOnlyCall serves a tools/call or prompts/get whose name only the
-// session's own generation knows: the SDK would refuse it as unregistered.
-// ok is false for any other request.
+// session's own generation knows (or, for a sessionless 2026-07-28
+// request, its principal's: principallists.go): the SDK would refuse it as
+// unregistered. ok is false for any other request.
 func (g *Gateway) sessionOnlyCall(ctx context.Context, req mcp.Request) (_ mcp.Result, ok bool, _ error) {
 	global := g.routes.Load()
 	if global.listedPerClient == nil {
 		return nil, false, nil
 	}
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	r := g.builtRoutes(ss)
-	if r == nil {
-		return nil, false, nil
-	}
 	var name string
-	var known, mine map[string]route
+	var kind policy.Kind
 	var serve func() (mcp.Result, error)
 	switch req := req.(type) {
 	case *mcp.CallToolRequest:
 		if req.Params != nil {
-			name, known, mine = req.Params.Name, global.tools, r.tools
+			name, kind = req.Params.Name, policy.Tool
 			serve = func() (mcp.Result, error) { return g.callTool(ctx, req) }
 		}
 	case *mcp.GetPromptRequest:
 		if req.Params != nil {
-			name, known, mine = req.Params.Name, global.prompts, r.prompts
+			name, kind = req.Params.Name, policy.Prompt
 			serve = func() (mcp.Result, error) { return g.getPrompt(ctx, req) }
 		}
 	}
 	if serve == nil {
 		return nil, false, nil
 	}
-	if _, ok := known[name]; ok {
+	if _, ok := global.lookup(kind, name); ok {
 		return nil, false, nil // the SDK knows it
 	}
-	if _, ok := mine[name]; !ok {
+	r := g.callOwnRoutes(ctx, req.(callerRequest), global) // principallists.go
+	if _, ok := r.lookup(kind, name); r == global || !ok {
 		return nil, false, nil
 	}
 	res, err := serve()

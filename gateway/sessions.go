@@ -215,8 +215,11 @@ func (g *Gateway) upstreamFor(ctx context.Context, req mcp.Request, rt route) (r
 	var from downstream
 	if cr, ok := req.(callerRequest); ok {
 		from = fromRequest(cr)
-	} else {
-		from.ss, _ = req.GetSession().(*mcp.ServerSession)
+	} else if from.ss, _ = req.GetSession().(*mcp.ServerSession); from.ss != nil {
+		if ip := from.ss.InitializeParams(); ip != nil {
+			// A 2026-07-28 listen stream's subscription: its principal's session.
+			from.caps, from.version = ip.Capabilities, ip.ProtocolVersion
+		}
 	}
 	d, err := g.dedicatedFor(ctx, pr, known, from, rt.up)
 	if err != nil {
@@ -312,6 +315,7 @@ func (g *Gateway) openDedicated(o owner, base *upstream.Upstream, caps *mcp.Clie
 			d.exchange.setSubject(id)
 		}
 	}
+	opts.Standby = "" // its own credential connects it
 	opts.Capabilities = clientRelayCapabilities(caps)
 	opts.OnChange = nil // its lists are the pool upstream's
 	opts.NoLists = true
@@ -500,6 +504,9 @@ func (g *Gateway) reapIdle(ctx context.Context) {
 		}
 		p.mu.Unlock()
 		g.stopDedicated(stop)
+		for _, d := range stop {
+			g.forgetPrincipal(d.owner.principal) // its lists (principallists.go)
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ type subKey struct {
 // subscribe is the SDK's SubscribeHandler. The interceptor has already
 // refused URIs that route nowhere or that the principal may not read.
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	rt, ok := g.routes.Load().resource(req.Params.URI)
+	rt, ok := g.routesOf(ctx, req, false).resource(req.Params.URI)
 	if !ok {
 		return resourceNotFound(req, req.Params.URI)
 	}
@@ -68,12 +68,15 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 
 // unsubscribe is the SDK's UnsubscribeHandler.
 func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-	rt, ok := g.routes.Load().resource(req.Params.URI)
+	rt, ok := g.routesOf(ctx, req, false).resource(req.Params.URI)
 	if !ok {
 		return resourceNotFound(req, req.Params.URI)
 	}
 	if rt.up.SessionMode() == config.SessionPerClient {
 		d := g.perClient.find(req.Session, rt.up)
+		if d == nil {
+			d = g.listenDedicated(ctx, req, rt.up) // a 2026-07-28 listen stream's (listenupdates.go)
+		}
 		if d == nil {
 			return nil // nothing subscribed through it
 		}
@@ -209,14 +212,21 @@ func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNo
 	uri := namespacing.WrapURI(from.Config().Namespace(), p.URI)
 	fwd := &mcp.ResourceUpdatedNotificationParams{URI: uri, Meta: p.Meta}
 	if d := r.g.perClient.dedicatedOf(from); d != nil {
+		var only any = d.owner.ss
 		if d.owner.ss == nil {
-			return // 2026-07-28 clients subscribe through their listen streams
+			// A principal's: the listen streams that subscribed through it
+			// (listenupdates.go).
+			through := r.g.subs.through(from, p.URI)
+			if through == nil {
+				return
+			}
+			only = through
 		}
 		meta := make(mcp.Meta, len(p.Meta)+1)
 		for k, v := range p.Meta {
 			meta[k] = v
 		}
-		meta[onlyForKey] = d.owner.ss
+		meta[onlyForKey] = only
 		fwd.Meta = meta
 	}
 	// Asynchronous: this runs in the upstream's read loop. Once Close has
@@ -231,7 +241,8 @@ func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNo
 }
 
 // onlyForKey marks, in the _meta of a resources/updated the gateway hands
-// the SDK, the one session it is for (a *mcp.ServerSession): the SDK sends
+// the SDK, the one session it is for (a *mcp.ServerSession), or the set of
+// listen streams (onlyFor): the SDK sends
 // it to every session subscribed to the URI, and filterUpdates drops the others'
 // copies. The mark never leaves the process.
 const onlyForKey = "manifold/only-for"
@@ -255,7 +266,7 @@ func (g *Gateway) filterUpdates(next mcp.MethodHandler) mcp.MethodHandler {
 		if p.Meta[onlyForKey] == nil {
 			return next(ctx, method, req)
 		}
-		if p.Meta[onlyForKey] != req.GetSession() {
+		if !onlyFor(p.Meta[onlyForKey], req.GetSession()) {
 			return nil, nil
 		}
 		// The params are shared by every session's copy: send a copy.

@@ -106,6 +106,16 @@ func (g *Gateway) poolCredential(s config.Server, gw *config.Gateway) upstream.C
 	return sc.cc
 }
 
+// poolStandby is the Standby note of s's pool upstream: an oauth server's
+// pool upstream never connects, since it has no token of its own (each
+// principal signs in, and its own session connects); "" for the others.
+func poolStandby(s config.Server) string {
+	if s.Auth.Type == config.UpstreamAuthOAuth {
+		return "awaiting per-user sign-in: the server signs in per user, so only each user's own session connects, after that user signed in"
+	}
+	return ""
+}
+
 // dedicatedCredential returns the credential of a per-client upstream
 // session of s for principal: the pool's for client_credentials, the
 // principal's exchanged token for token-exchange.

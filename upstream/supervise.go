@@ -27,6 +27,10 @@ const keepAliveFailures = 2
 
 // supervise connects, serves, and reconnects with backoff until ctx is done.
 func (u *Upstream) supervise(ctx context.Context) {
+	if u.opts.Standby != "" {
+		u.standby(ctx)
+		return
+	}
 	delay := u.opts.BackoffInitial
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -57,6 +61,18 @@ func (u *Upstream) supervise(ctx context.Context) {
 		}
 		delay = min(delay*2, u.opts.BackoffMax)
 	}
+}
+
+// standby holds the upstream in StateStandby until ctx is done
+// (Options.Standby).
+func (u *Upstream) standby(ctx context.Context) {
+	u.mu.Lock()
+	u.status.Note = u.opts.Standby
+	u.mu.Unlock()
+	u.setState(StateStandby, nil, 0)
+	u.opts.OnChange(u)
+	<-ctx.Done()
+	u.setState(StateStopped, nil, 0)
 }
 
 // connectAndServe runs one connection: connect, list, then serve refreshes

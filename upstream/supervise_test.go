@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -153,5 +154,40 @@ func TestConnectTimeoutMuteServer(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Close took %s", took)
+	}
+}
+
+// TestStandbyNeverConnects: an upstream with Standby never dials: it
+// stands by with the note, its first attempt counts as done, calls fail as
+// unavailable with the note, and Close stops it.
+func TestStandbyNeverConnects(t *testing.T) {
+	checkLeaks(t)
+	var dials atomic.Int32
+	u := New(config.Server{Name: "per-user", Type: config.TypeHTTP}, &Options{
+		Standby: "awaiting per-user sign-in",
+		Transport: func() (mcp.Transport, error) {
+			dials.Add(1)
+			_, c := mcp.NewInMemoryTransports()
+			return c, nil
+		},
+	})
+	ctx := context.Background()
+	u.Start(ctx)
+	<-u.Attempted()
+	if s := u.Status(); s.State != StateStandby || s.Note != "awaiting per-user sign-in" || s.Error != "" {
+		t.Errorf("status %+v, want standby with the note", s)
+	}
+	_, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "x"})
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "awaiting per-user sign-in") {
+		t.Errorf("call: %v, want unavailable with the note", err)
+	}
+	if err := u.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := u.Status(); s.State != StateStopped {
+		t.Errorf("after Close the state is %s", s.State)
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("%d connection attempts, want none", n)
 	}
 }

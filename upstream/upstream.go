@@ -55,13 +55,17 @@ const (
 	StateReady      State = "ready"
 	StateFailed     State = "failed" // waiting to retry
 	StateStopped    State = "stopped"
+	// StateStandby: the upstream never connects (Options.Standby); Status.Note says why.
+	StateStandby State = "standby"
 )
 
 // Status is a point-in-time report of an upstream, for logs and /status.
 type Status struct {
-	Name      string    `json:"name"`
-	State     State     `json:"state"`
-	Error     string    `json:"error,omitempty"`
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Note says why an upstream in StateStandby does not connect.
+	Note      string    `json:"note,omitempty"`
 	Since     time.Time `json:"since"`
 	Restarts  int       `json:"restarts"`
 	PID       int       `json:"pid,omitempty"`
@@ -119,6 +123,12 @@ type Options struct {
 	// Credential, when set, supplies the bearer token of an http or sse
 	// server's requests (its auth); nil sends the configured headers only.
 	Credential Credential
+	// Standby, when set, keeps the upstream from connecting at all: its
+	// state is StateStandby with Standby as its note, and calls fail with
+	// ErrUnavailable. For a server whose every connection needs a
+	// credential only other Upstreams of it have (a per-user one): no
+	// attempt that must fail, no retries, no warnings.
+	Standby string
 	// OnChange is called after the catalog or state changed. It runs on the
 	// upstream's own goroutine and must not block for long.
 	OnChange func(*Upstream)
@@ -308,6 +318,9 @@ func (u *Upstream) acquireLive(ctx context.Context, timeout <-chan time.Time, ra
 		}
 		if st.Error != "" {
 			return live{}, fmt.Errorf("upstream %q: %w (%s; retrying)", u.cfg.Name, ErrUnavailable, st.Error)
+		}
+		if st.State == StateStandby {
+			return live{}, fmt.Errorf("upstream %q: %w (%s)", u.cfg.Name, ErrUnavailable, st.Note)
 		}
 		return live{}, fmt.Errorf("upstream %q: %w (%s)", u.cfg.Name, ErrUnavailable, st.State)
 	}

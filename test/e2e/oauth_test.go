@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,31 +58,7 @@ mcpServers:
 	// authorization server as user; it returns the final status and page.
 	browse := func(link, who, user string) (int, string) {
 		t.Helper()
-		jar, _ := cookiejar.New(nil)
-		hc := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if req.URL.Path == "/authorize" { // the person signs in at the authorization server
-				q := req.URL.Query()
-				q.Set("user", user)
-				req.URL.RawQuery = q.Encode()
-			}
-			return nil
-		}}
-		resp, err := hc.Get(link)
-		if err != nil {
-			t.Fatal(err)
-		}
-		page, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "<form") {
-			return resp.StatusCode, string(page)
-		}
-		resp, err = hc.PostForm(link, url.Values{"credential": {keys[who]}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		page, _ = io.ReadAll(resp.Body)
-		return resp.StatusCode, string(page)
+		return browseSignIn(t, link, keys[who], user) // oauthmodern_test.go
 	}
 	whoami := func(cs *mcp.ClientSession) string {
 		t.Helper()

@@ -57,7 +57,8 @@ function badge(text, kind) {
 // Overview
 
 function renderOverview(ov) {
-  const failing = ov.upstreams.filter(u => u.state !== "ready").length;
+  // "standby": a server that connects per user (its users' sessions do), not down.
+  const failing = ov.upstreams.filter(u => u.state !== "ready" && u.state !== "standby").length;
   const cards = [
     ["Version", ov.version],
     ["Config", (ov.config.hash || "").replace(/^sha256:/, "").slice(0, 12), "loaded " + time(ov.config.loadedAt)],
@@ -71,7 +72,7 @@ function renderOverview(ov) {
     el("div", {class: "card"}, el("dt", null, k), el("dd", null, String(v)), sub ? el("dd", {class: "sub"}, sub) : null)));
 
   const rows = ov.upstreams.map(u => {
-    const kind = u.state === "ready" ? "ok" : u.state === "failed" ? "bad" : "warn";
+    const kind = u.state === "ready" || u.state === "standby" ? "ok" : u.state === "failed" ? "bad" : "warn";
     const ms = (v) => v.toFixed(v < 10 ? 2 : 1);
     const lat = u.latency ? `${ms(u.latency.p50)} / ${ms(u.latency.p95)} / ${ms(u.latency.p99)} ms` : "—";
     return el("tr", {"data-upstream": u.name, "data-state": u.state, class: "state-" + u.state},
