@@ -23,16 +23,16 @@ var errCallTimeout = errors.New("call timeout")
 // rawCall is one raw call waiting for its response; pooled.
 type rawCall struct {
 	done chan rawReply // buffered 1: the reader never blocks on it
-	// fn, when set, takes the reply instead of done: a call StartRaw
+	// async, when set, takes the reply instead of done: a call StartRaw
 	// started, which no goroutine waits for (stdioasync.go).
-	fn func(rawReply)
+	async *RawCall
 }
 
 // complete hands rc its reply; the caller has removed rc from the pending
 // calls, so that this happens once.
 func (rc *rawCall) complete(r rawReply) {
-	if rc.fn != nil {
-		rc.fn(r)
+	if rc.async != nil {
+		rc.async.finish(r)
 		return
 	}
 	rc.done <- r

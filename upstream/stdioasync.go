@@ -28,7 +28,8 @@ type RawCall struct {
 	c      *stdioConn
 	n      uint64
 	method string
-	rc     *rawCall
+	done   RawDone
+	rc     rawCall // pending in c under n
 	timer  *time.Timer
 }
 
@@ -60,8 +61,8 @@ func (u *Upstream) StartRaw(method string, params []byte, done RawDone) *RawCall
 	default:
 		return nil
 	}
-	call := &RawCall{u: u, c: c, method: method}
-	call.rc = &rawCall{fn: call.finish(done)}
+	call := &RawCall{u: u, c: c, method: method, done: done}
+	call.rc.async = call
 	// The timer exists before the call is pending, so that whoever
 	// completes it can stop it; it runs once the call has its number (a
 	// call completed meanwhile is not pending when it fires).
@@ -75,14 +76,12 @@ func (u *Upstream) StartRaw(method string, params []byte, done RawDone) *RawCall
 	return call
 }
 
-// finish returns the completion of the call: it stops the timer, gives
+// finish completes the call with its reply: it stops the timer, gives
 // the slot back and maps the reply as CallRaw does.
-func (call *RawCall) finish(done RawDone) func(rawReply) {
-	return func(r rawReply) {
-		call.timer.Stop()
-		call.u.release()
-		done(call.u.rawOutcome(call.method, r.result, r.rpcErr, r.err, errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded)))
-	}
+func (call *RawCall) finish(r rawReply) {
+	call.timer.Stop()
+	call.u.release()
+	call.done(call.u.rawOutcome(call.method, r.result, r.rpcErr, r.err, errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded)))
 }
 
 // Abort ends the call if it is still waiting for its response: the
@@ -90,12 +89,12 @@ func (call *RawCall) finish(done RawDone) func(rawReply) {
 // returns ctx.Err() when its ctx ends), on the caller's goroutine, before
 // Abort returns. A call already answered is left alone.
 func (call *RawCall) Abort(cause error) {
-	call.c.abandon(call.n, call.rc, cause)
+	call.c.abandon(call.n, &call.rc, cause)
 }
 
 // expire is the end of the call's own timeout.
 func (call *RawCall) expire() {
-	call.c.abandon(call.n, call.rc, errCallTimeout)
+	call.c.abandon(call.n, &call.rc, errCallTimeout)
 }
 
 // start sends call's request and records it as pending; an error means
@@ -108,16 +107,22 @@ func (c *stdioConn) start(call *RawCall, params []byte) error {
 	}
 	c.nextID++
 	call.n = c.nextID
-	c.pending[call.n] = call.rc
+	c.pending[call.n] = &call.rc
 	c.mu.Unlock()
-	line, _, err := appendRequest(make([]byte, 0, len(params)+len(c.meta)+64), call.n, call.method, params, c.meta)
+	bp := lineBuffers.Get().(*[]byte)
+	line, _, err := appendRequest((*bp)[:0], call.n, call.method, params, c.meta)
 	if err != nil {
 		c.mu.Lock()
 		delete(c.pending, call.n)
 		c.mu.Unlock()
+		lineBuffers.Put(bp)
 		return err
 	}
-	c.writeAsync(append(line, '\n'))
+	line = append(line, '\n')
+	if c.writeAsync(line) && cap(line) <= lineBufferKeep {
+		*bp = line[:0]
+		lineBuffers.Put(bp)
+	}
 	return nil
 }
 
@@ -145,17 +150,18 @@ func (c *stdioConn) abandon(n uint64, rc *rawCall, err error) {
 // writeAsync writes line, a whole message, without blocking its caller:
 // at once when the pipe takes it (one system call), else from a goroutine
 // of its own. A write that fails fails the connection, as call's does.
-func (c *stdioConn) writeAsync(line []byte) {
+// It reports whether it is done with line (false: a goroutine has it).
+func (c *stdioConn) writeAsync(line []byte) bool {
 	if c.writeMu.TryLock() {
 		rest, err := c.tryWrite(line)
 		if err == nil && len(rest) == 0 {
 			c.writeMu.Unlock()
-			return
+			return true
 		}
 		if err != nil {
 			c.writeMu.Unlock()
 			c.broken(err)
-			return
+			return true
 		}
 		// The pipe is full: the rest goes out from a goroutine that keeps
 		// the lock, so that no other message lands inside this one.
@@ -168,7 +174,7 @@ func (c *stdioConn) writeAsync(line []byte) {
 				c.broken(err)
 			}
 		}()
-		return
+		return false
 	}
 	c.writers.Add(1)
 	go func() {
@@ -177,6 +183,7 @@ func (c *stdioConn) writeAsync(line []byte) {
 			c.broken(err)
 		}
 	}()
+	return false
 }
 
 // tryWrite makes one attempt to write line to the pipe, without waiting
