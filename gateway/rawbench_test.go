@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -20,11 +19,7 @@ func byteUpstream(tb testing.TB) func() (io.ReadCloser, io.WriteCloser, error) {
 	return func() (io.ReadCloser, io.WriteCloser, error) {
 		// Pipes of the system, as a real upstream process's: the stdio
 		// fast path writes to them without a goroutine (StartRaw).
-		inR, inW, err := os.Pipe() // gateway → server
-		if err != nil {
-			return nil, nil, err
-		}
-		outR, outW, err := os.Pipe() // server → gateway
+		inR, inW, outR, outW, err := osPipes()
 		if err != nil {
 			return nil, nil, err
 		}

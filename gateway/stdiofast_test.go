@@ -49,11 +49,7 @@ func newScriptedUpstream(t testing.TB) *scriptedUpstream {
 
 // pipe is the gateway's Pipes entry: each connection gets fresh pipes.
 func (s *scriptedUpstream) pipe() (io.ReadCloser, io.WriteCloser, error) {
-	inR, inW, err := os.Pipe() // gateway → upstream
-	if err != nil {
-		return nil, nil, err
-	}
-	outR, outW, err := os.Pipe() // upstream → gateway
+	inR, inW, outR, outW, err := osPipes()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -306,4 +302,18 @@ func TestStdioFastClientWritesWithoutReading(t *testing.T) {
 			seen++
 		}
 	}
+}
+
+// osPipes returns two pipes of the system, as an upstream process has:
+// in (gateway → upstream) and out (upstream → gateway).
+func osPipes() (inR, inW, outR, outW *os.File, err error) {
+	if inR, inW, err = os.Pipe(); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if outR, outW, err = os.Pipe(); err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, nil, nil, err
+	}
+	return inR, inW, outR, outW, nil
 }

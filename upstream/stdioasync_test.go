@@ -55,21 +55,7 @@ func TestStartRaw(t *testing.T) {
 	f := <-fakes
 	cancelled := func(what string) {
 		t.Helper()
-		id := <-ids
-		select {
-		case line := <-f.seen:
-			var n struct {
-				Method string `json:"method"`
-				Params struct {
-					RequestID json.RawMessage `json:"requestId"`
-				} `json:"params"`
-			}
-			if err := json.Unmarshal(line, &n); err != nil || n.Method != "notifications/cancelled" || string(n.Params.RequestID) != id {
-				t.Errorf("%s: sent %s, want notifications/cancelled for %s", what, line, id)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("%s: no notifications/cancelled for %s", what, id)
-		}
+		expectCancelled(t, f, <-ids, what)
 	}
 
 	answer <- true
@@ -125,5 +111,25 @@ func TestStartRawUnsupported(t *testing.T) {
 	}
 	if u.InFlight() != 0 {
 		t.Errorf("%d calls in flight", u.InFlight())
+	}
+}
+
+// expectCancelled checks that the next line the connection sent past the
+// server (f.seen) is notifications/cancelled for id.
+func expectCancelled(t *testing.T, f *fakeStdio, id, what string) {
+	t.Helper()
+	select {
+	case line := <-f.seen:
+		var n struct {
+			Method string `json:"method"`
+			Params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(line, &n); err != nil || n.Method != "notifications/cancelled" || string(n.Params.RequestID) != id {
+			t.Errorf("%s: sent %s, want notifications/cancelled for %s", what, line, id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("%s: no notifications/cancelled for %s", what, id)
 	}
 }
