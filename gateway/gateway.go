@@ -121,6 +121,8 @@ type Gateway struct {
 	// rawServed counts the calls the raw path served (rawcall.go): which
 	// path a request took, for tests and the status page.
 	rawServed atomic.Int64
+	// stdioFastServed counts those the stdio fast path served (stdiofast.go).
+	stdioFastServed atomic.Int64
 	// statelessMeta remembers the 2026-07-28 per-request members the raw
 	// path found valid (rawmeta.go).
 	statelessMeta statelessMetaCache

@@ -17,8 +17,12 @@ import (
 // nothing per call, so that a benchmark through it measures the gateway.
 func byteUpstream(tb testing.TB) func() (io.ReadCloser, io.WriteCloser, error) {
 	return func() (io.ReadCloser, io.WriteCloser, error) {
-		inR, inW := io.Pipe()   // gateway → server
-		outR, outW := io.Pipe() // server → gateway
+		// Pipes of the system, as a real upstream process's: the stdio
+		// fast path writes to them without a goroutine (StartRaw).
+		inR, inW, outR, outW, err := osPipes()
+		if err != nil {
+			return nil, nil, err
+		}
 		go serveBytes(inR, outW)
 		return outR, inW, nil
 	}

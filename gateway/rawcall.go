@@ -216,32 +216,50 @@ func (r *routes) lookup(kind policy.Kind, name string) (route, bool) {
 func (g *Gateway) serveAnswer(ctx context.Context, f rawFront, r *rawRequest) rawAnswer {
 	g.inflight.Add()
 	defer g.inflight.Done()
+	ctx, o := g.observeRaw(ctx, f, r)
+	res, toolErr, err := g.rawStages(ctx, f, r)
+	return g.answerRaw(ctx, f, r, &o, res, toolErr, err)
+}
+
+// rawObserved is what observe began for a raw call (observeRaw), for
+// answerRaw to end.
+type rawObserved struct {
+	start time.Time
+	x     *exchange
+	span  trace.Span
+}
+
+// observeRaw begins observe for r: the server span and the exchange the
+// stages fill in, when something records.
+func (g *Gateway) observeRaw(ctx context.Context, f rawFront, r *rawRequest) (context.Context, rawObserved) {
 	g.rawServed.Add(1)
-	start := time.Now()
-	ss := r.ss
-	var x *exchange
-	span := trace.SpanFromContext(ctx)
+	o := rawObserved{start: time.Now(), span: trace.SpanFromContext(ctx)}
 	if g.obs.on {
-		x = &exchange{snap: r.c.snap, routes: r.c.routes}
-		ctx = context.WithValue(ctx, exchangeKey{}, x)
+		o.x = &exchange{snap: r.c.snap, routes: r.c.routes}
+		ctx = context.WithValue(ctx, exchangeKey{}, o.x)
 		info := telemetry.SpanInfo{Method: r.m.name}
 		if g.obs.tracing {
 			info.Target, info.ProtocolVersion, info.Transport = r.c.name, r.version, f.transport()
-			if ss != nil { // a stateless HTTP request has no session
-				info.SessionID = ss.ID()
+			if r.ss != nil { // a stateless HTTP request has no session
+				info.SessionID = r.ss.ID()
 			}
 		}
-		ctx, span = g.obs.tel.StartServer(ctx, info)
+		ctx, o.span = g.obs.tel.StartServer(ctx, info)
 	}
-	res, toolErr, err := g.rawStages(ctx, f, r)
-	if x != nil {
-		g.endServer(ctx, r.m.name, x, span, start, err, toolErr)
+	return ctx, o
+}
+
+// answerRaw ends observe for r, which the stages answered with res (a
+// tool error when toolErr) or err, and returns the response.
+func (g *Gateway) answerRaw(ctx context.Context, f rawFront, r *rawRequest, o *rawObserved, res []byte, toolErr bool, err error) rawAnswer {
+	if x := o.x; x != nil {
+		g.endServer(ctx, r.m.name, x, o.span, o.start, err, toolErr)
 		if g.obs.audit != nil {
 			fa := callFacts{method: r.m.name, name: r.c.name, version: r.version, args: rawArguments(r), who: f.caller(), toolError: toolErr}
 			if err == nil {
 				fa.resultBytes = int64(len(res))
 			}
-			g.writeAudit(ctx, ss, x, start, fa, err)
+			g.writeAudit(ctx, r.ss, x, o.start, fa, err)
 		}
 	}
 	if ce := g.log.Check(zap.DebugLevel, "call served"); ce != nil {

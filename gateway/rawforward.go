@@ -76,6 +76,18 @@ func (g *Gateway) forwardRaw(ctx context.Context, r *rawRequest) ([]byte, bool, 
 // reach the client of r's session. input, when not nil, is members added
 // to the params (a retry's answers).
 func (g *Gateway) roundRaw(ctx context.Context, r *rawRequest, rt route, progress any, input []byte) ([]byte, error) {
+	ctx, uc, params, err := g.beginRound(ctx, r, rt, progress, input)
+	if err != nil {
+		return nil, err
+	}
+	res, err := rt.up.CallRaw(ctx, r.m.name, params)
+	g.endRound(ctx, r, &uc, res, err)
+	return res, err
+}
+
+// beginRound begins an upstream request of roundRaw: the flight, the
+// client span and the params to send. On an error the round has ended.
+func (g *Gateway) beginRound(ctx context.Context, r *rawRequest, rt route, progress any, input []byte) (context.Context, upstreamCall, []byte, error) {
 	o := &origin{up: rt.up, ctx: ctx, ss: r.ss, sink: r.sink, caps: r.caps, version: r.version}
 	o.settle = g.flights.sessionLogs(o.ss)
 	g.flights.track(o, progress)
@@ -90,11 +102,16 @@ func (g *Gateway) roundRaw(ctx context.Context, r *rawRequest, rt route, progres
 	params, err := rawParams(ctx, r, rt, o.token, g.logLevelMember(rt.up, r), input)
 	if err != nil {
 		g.endCall(ctx, &uc, err, false)
-		return nil, err
+		return ctx, uc, nil, err
 	}
-	res, err := rt.up.CallRaw(ctx, r.m.name, params)
-	g.endCall(ctx, &uc, err, err == nil && r.m.kind == policy.Tool && resultIsError(res))
-	return res, err
+	return ctx, uc, params, nil
+}
+
+// endRound ends the upstream request uc of r, which res or err answered.
+// Whether a tool result is an error is read only for the span and
+// metrics that record it.
+func (g *Gateway) endRound(ctx context.Context, r *rawRequest, uc *upstreamCall, res []byte, err error) {
+	g.endCall(ctx, uc, err, err == nil && uc.span != nil && r.m.kind == policy.Tool && resultIsError(res))
 }
 
 // rawParams returns the params of r as rt's upstream gets them: the

@@ -34,15 +34,17 @@ type stdioFront struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // raw calls in flight
 
-	mu    sync.Mutex
-	calls map[string]context.CancelFunc // raw calls in flight, by idKey
-	done  bool                          // close has begun: no new call
+	mu sync.Mutex
+	// calls are the raw calls in flight, by idKey: what ends each early
+	// (its context's cancel, or fastCall.abort).
+	calls map[string]func()
+	done  bool // close has begun: no new call
 }
 
 var _ rawFront = (*stdioFront)(nil)
 
 func newStdioFront(ctx context.Context, g *Gateway, out *lockedWriter) *stdioFront {
-	f := &stdioFront{g: g, out: out, calls: map[string]context.CancelFunc{}}
+	f := &stdioFront{g: g, out: out, calls: map[string]func(){}}
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return f
 }
@@ -53,8 +55,15 @@ func newStdioFront(ctx context.Context, g *Gateway, out *lockedWriter) *stdioFro
 func (f *stdioFront) close() {
 	f.mu.Lock()
 	f.done = true
+	aborts := make([]func(), 0, len(f.calls))
+	for _, abort := range f.calls {
+		aborts = append(aborts, abort)
+	}
 	f.mu.Unlock()
 	f.cancel()
+	for _, abort := range aborts { // fast calls wait on no context
+		abort()
+	}
 	f.wg.Wait()
 }
 
@@ -88,8 +97,15 @@ func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
 		return true
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
-	f.calls[key] = cancel
 	f.wg.Add(1)
+	if f.g.stdioFast(r) {
+		fc := &fastCall{f: f, r: r, key: key, ctx: ctx, cancel: cancel}
+		f.calls[key] = fc.abort
+		f.mu.Unlock()
+		fc.start() // stdiofast.go
+		return true
+	}
+	f.calls[key] = cancel
 	f.mu.Unlock()
 	go func() {
 		defer f.wg.Done()
@@ -120,10 +136,10 @@ func (f *stdioFront) cancelled(msg []byte) bool {
 		return false
 	}
 	f.mu.Lock()
-	cancel, ok := f.calls[idKey(n.Params.RequestID)]
+	abort, ok := f.calls[idKey(n.Params.RequestID)]
 	f.mu.Unlock()
 	if ok {
-		cancel()
+		abort()
 	}
 	return ok
 }

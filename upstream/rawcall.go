@@ -23,6 +23,19 @@ var errCallTimeout = errors.New("call timeout")
 // rawCall is one raw call waiting for its response; pooled.
 type rawCall struct {
 	done chan rawReply // buffered 1: the reader never blocks on it
+	// async, when set, takes the reply instead of done: a call StartRaw
+	// started, which no goroutine waits for (stdioasync.go).
+	async *RawCall
+}
+
+// complete hands rc its reply; the caller has removed rc from the pending
+// calls, so that this happens once.
+func (rc *rawCall) complete(r rawReply) {
+	if rc.async != nil {
+		rc.async.finish(r)
+		return
+	}
+	rc.done <- r
 }
 
 // rawReply is the outcome of a raw call: the result value (a subslice of
@@ -168,6 +181,12 @@ func (u *Upstream) CallRaw(ctx context.Context, method string, params []byte) ([
 	}
 	defer u.release()
 	result, rpcErr, err := l.raw.call(ctx, timer.C, method, params)
+	return u.rawOutcome(method, result, rpcErr, err, ctx.Err() != nil)
+}
+
+// rawOutcome maps the reply to a raw call of method to what CallRaw
+// returns; gone: the caller gave up (err is then its context's error).
+func (u *Upstream) rawOutcome(method string, result []byte, rpcErr *jsonrpc.Error, err error, gone bool) ([]byte, error) {
 	switch {
 	case rpcErr != nil:
 		return nil, fmt.Errorf("upstream %q: calling %q: %w", u.cfg.Name, method, rpcErr)
@@ -175,7 +194,7 @@ func (u *Upstream) CallRaw(ctx context.Context, method string, params []byte) ([
 		return result, nil
 	case errors.Is(err, errCallTimeout):
 		return nil, fmt.Errorf("upstream %q: %w after %s", u.cfg.Name, ErrTimeout, u.callTimeout)
-	case ctx.Err() != nil:
+	case gone:
 		return nil, fmt.Errorf("upstream %q: %w", u.cfg.Name, err)
 	case errors.Is(err, ErrTooLarge):
 		return nil, fmt.Errorf("upstream %q: %w (%d bytes)", u.cfg.Name, ErrTooLarge, u.opts.MaxMessageBytes)

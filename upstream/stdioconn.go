@@ -65,6 +65,7 @@ type stdioConn struct {
 	closeOnce sync.Once
 	closeErr  error
 	notifying sync.WaitGroup // cancellation notifications being written
+	writers   sync.WaitGroup // requests being written by writeAsync's goroutines
 }
 
 var (
@@ -246,6 +247,7 @@ func (c *stdioConn) Close() error {
 		c.fail(errConnClosed)
 		c.closeErr = errors.Join(c.r.Close(), c.w.Close())
 		c.notifying.Wait()
+		c.writers.Wait()
 	})
 	return c.closeErr
 }
@@ -269,7 +271,7 @@ func (c *stdioConn) fail(err error) {
 	err = c.err
 	c.mu.Unlock()
 	for _, rc := range pending {
-		rc.done <- rawReply{err: err}
+		rc.complete(rawReply{err: err})
 	}
 }
 
@@ -373,7 +375,7 @@ func (c *stdioConn) deliver(n uint64, reply rawReply) {
 	delete(c.pending, n)
 	c.mu.Unlock()
 	if rc != nil {
-		rc.done <- reply
+		rc.complete(reply)
 	}
 }
 

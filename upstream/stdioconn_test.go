@@ -335,21 +335,7 @@ func TestCallRawCancel(t *testing.T) {
 	f := <-fakes
 	check := func(what string) {
 		t.Helper()
-		id := <-ids
-		select {
-		case line := <-f.seen:
-			var n struct {
-				Method string `json:"method"`
-				Params struct {
-					RequestID json.RawMessage `json:"requestId"`
-				} `json:"params"`
-			}
-			if err := json.Unmarshal(line, &n); err != nil || n.Method != "notifications/cancelled" || string(n.Params.RequestID) != id {
-				t.Errorf("%s: sent %s, want notifications/cancelled for %s", what, line, id)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("%s: no notifications/cancelled for %s", what, id)
-		}
+		expectCancelled(t, f, <-ids, what)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
