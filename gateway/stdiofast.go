@@ -139,7 +139,8 @@ func (fc *fastCall) done(res []byte, err error) {
 	rt := r.c.route
 	out, toolErr, err := g.rewriteRaw(r, rt, res, err)
 	if ce := g.consentRequired(err, rt.up, r.c.principal.Name()); ce != nil {
-		out, toolErr, err = rawConsentAnswer(r.m.name, downstream{ss: r.ss, caps: r.caps, version: r.version}, ce)
+		from := downstream{ss: r.ss, caps: r.caps, version: r.version}
+		out, toolErr, err = rawConsentAnswer(r.m.name, from, ce, g.rawConsentState(fc.f, r.m.name, &r.c, from)) // a step-up (oauthconsent.go)
 	}
 	fc.end(out, toolErr, err)
 }
