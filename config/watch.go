@@ -24,6 +24,9 @@ type WatchOptions struct {
 	Debounce time.Duration
 	// Logger receives watch errors; nil means no logging.
 	Logger *zap.Logger
+	// checked, in tests, is called after each read of the file with whether a change was
+	// reported: what a test waits for instead of a quiet period.
+	checked func(reported bool)
 }
 
 // Watcher reports changes of one config file's content. It watches the directory holding the
@@ -38,13 +41,15 @@ type WatchOptions struct {
 // Events are debounced, then the file is read and a change is reported only when its bytes
 // differ from the last content seen: touching the file, a chmod, or other files of the same
 // directory change nothing. A file that is missing for a moment (between an editor's delete
-// and create) is read again at the next event.
+// and create), or empty (an in-place write that has truncated it and not yet written), is read
+// again at the next event.
 type Watcher struct {
 	path     string
 	debounce time.Duration
 	log      *zap.Logger
 	fw       *fsnotify.Watcher
 	changes  chan struct{}
+	checked  func(reported bool)
 	stop     chan struct{}
 	done     chan struct{}
 
@@ -85,6 +90,7 @@ func NewWatcher(path string, opts *WatchOptions) (*Watcher, error) {
 		log:      o.Logger.Named("config"),
 		fw:       fw,
 		changes:  make(chan struct{}, 1),
+		checked:  o.checked,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		dirs:     map[string]bool{},
@@ -153,6 +159,10 @@ func (w *Watcher) check() {
 	if err := w.watchDirs(); err != nil {
 		w.log.Warn("watching the config file", zap.String(logKeySource, w.path), zap.Error(err))
 	}
+	reported := false
+	if w.checked != nil {
+		defer func() { w.checked(reported) }()
+	}
 	data, err := os.ReadFile(w.path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -160,11 +170,22 @@ func (w *Watcher) check() {
 		}
 		return
 	}
+	if len(data) == 0 {
+		// An in-place write (os.WriteFile, cp, a shell's ">") first truncates the file, then
+		// writes it; a writer that pauses between the two for longer than the debounce leaves
+		// it empty when it is read. An empty document is a valid config of no servers, so
+		// reporting it would stop every upstream until the write completes, and restart them
+		// after. It is taken for a write in progress: the write's own event brings the content.
+		w.log.Debug("the config file is empty: a write in progress; waiting for its content",
+			zap.String(logKeySource, w.path))
+		return
+	}
 	sum := sha256.Sum256(data)
 	if sum == w.sum {
 		return
 	}
 	w.sum = sum
+	reported = true
 	select {
 	case w.changes <- struct{}{}:
 	default:
