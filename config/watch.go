@@ -18,6 +18,12 @@ import (
 // enough that a change serves well within a second.
 const defaultDebounce = 50 * time.Millisecond
 
+// EmptyHash is the Hash of a config loaded from an empty file. A Watcher never reports an
+// empty file (it is an in-place write in progress); a reload that reads one after the
+// Watcher reported content has met another write in progress, and can wait for it the same
+// way (gateway.Reload does, for the file trigger).
+const EmptyHash = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // WatchOptions tunes a Watcher. A nil *WatchOptions, like zero fields, means the defaults.
 type WatchOptions struct {
 	// Debounce is the quiet time after the last event before the file is read; default 50ms.

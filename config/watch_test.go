@@ -264,3 +264,15 @@ func TestWatcherWaitsOutAnInPlaceWrite(t *testing.T) {
 		t.Fatal("the same bytes, written again with a pause, were reported as a change")
 	}
 }
+
+func TestEmptyHashIsTheHashOfAnEmptyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.yaml")
+	writeFile(t, path, "")
+	cfg, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Hash != EmptyHash {
+		t.Fatalf("Hash of an empty file = %s, EmptyHash = %s", cfg.Hash, EmptyHash)
+	}
+}

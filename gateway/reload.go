@@ -139,6 +139,14 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		return errors.New("reload: loading the config returned nothing")
 	}
 	res.Hash = cfg.Hash
+	if res.Trigger == TriggerFile && cfg.Hash == config.EmptyHash {
+		// The watcher read content, and the file has been truncated since: another in-place
+		// write in progress (config.Watcher), whose own change brings the content. Applying
+		// it would stop every upstream until then.
+		g.log.Info("the config file is empty: a write in progress; the config serving stays", zap.String(keyTrigger, res.Trigger))
+		res.Result = ReloadUnchanged
+		return nil
+	}
 	if err := CheckCatalog(cfg); err != nil {
 		return err
 	}
