@@ -214,7 +214,6 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		// What each principal (and toolset) may see, or how
 		// (gateway.discovery), can have changed while the union registered
 		// with the SDK did not.
-		g.notes.moveAll()
 		g.notifyListsChanged()
 	}
 	return nil
@@ -273,6 +272,7 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 func (g *Gateway) notifyListsChanged() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
+	g.notes.moveAll() // before the SDK can send (toolsetnotes.go)
 	r := g.routes.Load()
 	for _, t := range r.toolDefs {
 		if _, ok := g.registry.tools[t.Name]; ok {
