@@ -18,12 +18,21 @@ import (
 // enough that a change serves well within a second.
 const defaultDebounce = 50 * time.Millisecond
 
+// EmptyHash is the Hash of a config loaded from an empty file. A Watcher never reports an
+// empty file (it is an in-place write in progress); a reload that reads one after the
+// Watcher reported content has met another write in progress, and can wait for it the same
+// way (gateway.Reload does, for the file trigger).
+const EmptyHash = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // WatchOptions tunes a Watcher. A nil *WatchOptions, like zero fields, means the defaults.
 type WatchOptions struct {
 	// Debounce is the quiet time after the last event before the file is read; default 50ms.
 	Debounce time.Duration
 	// Logger receives watch errors; nil means no logging.
 	Logger *zap.Logger
+	// checked, in tests, is called after each read of the file with whether a change was
+	// reported: what a test waits for instead of a quiet period.
+	checked func(reported bool)
 }
 
 // Watcher reports changes of one config file's content. It watches the directory holding the
@@ -38,13 +47,15 @@ type WatchOptions struct {
 // Events are debounced, then the file is read and a change is reported only when its bytes
 // differ from the last content seen: touching the file, a chmod, or other files of the same
 // directory change nothing. A file that is missing for a moment (between an editor's delete
-// and create) is read again at the next event.
+// and create), or empty (an in-place write that has truncated it and not yet written), is read
+// again at the next event.
 type Watcher struct {
 	path     string
 	debounce time.Duration
 	log      *zap.Logger
 	fw       *fsnotify.Watcher
 	changes  chan struct{}
+	checked  func(reported bool)
 	stop     chan struct{}
 	done     chan struct{}
 
@@ -85,6 +96,7 @@ func NewWatcher(path string, opts *WatchOptions) (*Watcher, error) {
 		log:      o.Logger.Named("config"),
 		fw:       fw,
 		changes:  make(chan struct{}, 1),
+		checked:  o.checked,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		dirs:     map[string]bool{},
@@ -153,6 +165,10 @@ func (w *Watcher) check() {
 	if err := w.watchDirs(); err != nil {
 		w.log.Warn("watching the config file", zap.String(logKeySource, w.path), zap.Error(err))
 	}
+	reported := false
+	if w.checked != nil {
+		defer func() { w.checked(reported) }()
+	}
 	data, err := os.ReadFile(w.path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -160,11 +176,22 @@ func (w *Watcher) check() {
 		}
 		return
 	}
+	if len(data) == 0 {
+		// An in-place write (os.WriteFile, cp, a shell's ">") first truncates the file, then
+		// writes it; a writer that pauses between the two for longer than the debounce leaves
+		// it empty when it is read. An empty document is a valid config of no servers, so
+		// reporting it would stop every upstream until the write completes, and restart them
+		// after. It is taken for a write in progress: the write's own event brings the content.
+		w.log.Debug("the config file is empty: a write in progress; waiting for its content",
+			zap.String(logKeySource, w.path))
+		return
+	}
 	sum := sha256.Sum256(data)
 	if sum == w.sum {
 		return
 	}
 	w.sum = sum
+	reported = true
 	select {
 	case w.changes <- struct{}{}:
 	default:

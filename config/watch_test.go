@@ -214,3 +214,65 @@ func mustEval(t *testing.T, path string) string {
 	}
 	return real
 }
+
+// TestWatcherWaitsOutAnInPlaceWrite: an in-place write truncates the file before it writes
+// it. A writer that pauses in between (on a loaded machine) leaves the file empty when the
+// debounce has passed; that empty document, a valid config of no servers, must not be
+// reported, or a reload would stop every upstream until the content arrives and then start
+// them again.
+func TestWatcherWaitsOutAnInPlaceWrite(t *testing.T) {
+	path := plainFile(t, t.TempDir())
+	checks := make(chan bool, 16)
+	w, err := NewWatcher(path, &WatchOptions{Debounce: 5 * time.Millisecond, checked: func(reported bool) { checks <- reported }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	nextCheck := func(what string) bool {
+		t.Helper()
+		select {
+		case reported := <-checks:
+			return reported
+		case <-time.After(watchWait):
+			t.Fatalf("%s: the watcher did not read the file within %v", what, watchWait)
+			return false
+		}
+	}
+	// write truncates the file, waits until the watcher has read it empty, then writes
+	// content; it returns whether a read of the written file reported a change.
+	write := func(content string) bool {
+		t.Helper()
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if nextCheck("truncated") {
+			t.Fatalf("writing %q: the truncated (empty) file was reported as a change", content)
+		}
+		if _, err := f.WriteString(content); err != nil {
+			t.Fatal(err)
+		}
+		return nextCheck("written")
+	}
+
+	if !write("v2") {
+		t.Fatal("the written content was not reported")
+	}
+	expectChange(t, w, "in-place write with a pause")
+	if write("v2") {
+		t.Fatal("the same bytes, written again with a pause, were reported as a change")
+	}
+}
+
+func TestEmptyHashIsTheHashOfAnEmptyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.yaml")
+	writeFile(t, path, "")
+	cfg, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Hash != EmptyHash {
+		t.Fatalf("Hash of an empty file = %s, EmptyHash = %s", cfg.Hash, EmptyHash)
+	}
+}

@@ -66,9 +66,8 @@ import (
 // round that ends it, or when it is abandoned between rounds; the
 // input_required rounds have none of their own.
 //
-// Progress and log messages of a bridged call follow its origin, the first
-// round's request: a 2026-07-28 stream closes with its response, so those
-// sent after the first input_required are dropped.
+// Progress and log messages of a bridged call go to the round serving it
+// now, and those sent between rounds to the next one (bridgenotes.go).
 
 // Defaults of the bridge's knobs (bridge.ttl and bridge.window).
 const (
@@ -154,6 +153,10 @@ type bridgedCall struct {
 	// record writes the call's audit record should it end while detached
 	// (nil without an audit log); see laterRecord.
 	record func(error)
+
+	// noteMu guards notes and orders the notifications sent to the client.
+	noteMu sync.Mutex
+	notes  bridgeNotes
 }
 
 // parkedRequest is one upstream request waiting for the client's answer.
@@ -288,6 +291,7 @@ func bridgeStart[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway,
 		return roundTrip(ctx, g, m, req, rt, snap)
 	}
 	g.exchange(ctx).bridgedRound(1, bc.start)
+	g.attachNotes(bc, roundOf(ctx, req))
 	return bridgeRound(ctx, g, m, req, bc)
 }
 
@@ -342,6 +346,7 @@ func bridgeResume[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway
 	}
 	bc.mu.Unlock()
 	g.exchange(ctx).bridgedRound(round, bc.start)
+	g.attachNotes(bc, roundOf(ctx, req))
 	return bridgeRound(ctx, g, m, req, bc)
 }
 
@@ -415,6 +420,7 @@ func (g *Gateway) detach(bc *bridgedCall, record func(error)) (mcp.InputRequestM
 	for id, pr := range bc.pending {
 		irs[id] = pr.params
 	}
+	bc.detachNotes() // the round's stream ends with its answer
 	bc.attached = false
 	bc.record = record
 	round := bc.round

@@ -446,9 +446,10 @@ func (g *Gateway) mergeLoop(ctx context.Context) {
 	}
 }
 
-// merge builds a new routes generation from the upstreams' catalogs, swaps
-// it in, then registers the difference on the MCP server. New routes go in
-// first, so a client that reacts to list_changed finds them.
+// merge builds a new routes generation from the upstreams' catalogs and
+// swaps it in, with the difference registered on the MCP server: what is
+// new before the swap, what went away after (apply). Clients get
+// list_changed once the merge is done (filterListChanged).
 func (g *Gateway) merge() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
@@ -456,9 +457,10 @@ func (g *Gateway) merge() {
 	held := g.checkPins(g.pool.serving(), snap)
 	r, problems := buildRoutes(g.pool.serving(), snap.cfg.Servers, snap.ns, instructionsHeader, held)
 	r.listedPerClient, r.held = perClientListed(g.pool.serving()), held
+	gone := g.apply(r)
 	g.routes.Store(r)
 	g.indexCatalog(r)
-	g.apply(r)
+	g.unregister(gone)
 	seen := make(map[string]bool, len(problems))
 	for _, p := range problems {
 		msg := p.String()

@@ -308,6 +308,8 @@ type CatalogStatus struct {
 	// serve.
 	Problems []string        `json:"problems,omitempty"`
 	Toolsets []ToolsetStatus `json:"toolsets,omitempty"`
+	// Held are the items tool pinning holds (pinstatus.go).
+	Held []HeldStatus `json:"held,omitempty"`
 }
 
 // catalogStatus reports the catalog's shaping under snap, for the servers
@@ -324,6 +326,11 @@ func (g *Gateway) catalogStatus(snap *snapshot, visible map[string]bool) Catalog
 	for _, p := range g.lastProblems {
 		if visible == nil || visible[p.server] {
 			st.Problems = append(st.Problems, p.String())
+		}
+	}
+	for _, h := range g.pinning.held {
+		if visible == nil || visible[h.Server] {
+			st.Held = append(st.Held, h)
 		}
 	}
 	g.syncMu.Unlock()

@@ -45,6 +45,8 @@ type pinning struct {
 	prompts map[*mcp.Prompt]digest
 	// last is the last set read from the store, used when it fails.
 	last *pins.Set
+	// held describes what the last merge held, for status (pinstatus.go).
+	held []HeldStatus
 }
 
 type digest struct {
@@ -81,7 +83,7 @@ func (g *Gateway) checkPins(ups []*upstream.Upstream, snap *snapshot) map[heldKe
 	cfg := snap.cfg
 	if !cfg.Pins() {
 		p.stop()
-		p.store, p.tools, p.prompts, p.last = nil, nil, nil, nil
+		p.store, p.tools, p.prompts, p.last, p.held = nil, nil, nil, nil, nil
 		return nil
 	}
 	if where := pinStoreName(&cfg.Gateway.Pinning); p.store == nil || p.where != where {
@@ -135,6 +137,7 @@ func (g *Gateway) checkPins(ups []*upstream.Upstream, snap *snapshot) map[heldKe
 	for _, e := range events {
 		g.reportPin(e, now)
 	}
+	p.held = heldStatus(p.last, held)
 	return held
 }
 

@@ -488,6 +488,10 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 	}
 	o.delivered.Add(1)
 	fwd := *p
+	if bc := bridgedOf(o); bc != nil {
+		r.g.note(bc, heldNote{progress: &fwd}) // to the round serving it (bridgenotes.go)
+		return
+	}
 	fwd.ProgressToken = o.progress
 	// Never block the upstream's read loop for long on a slow client.
 	var err error
@@ -535,6 +539,10 @@ func (r relay) Log(from *upstream.Upstream, p *mcpx.LoggingMessageParams) {
 			return
 		}
 		o.delivered.Add(1)
+		if bc := bridgedOf(o); bc != nil {
+			r.g.note(bc, heldNote{log: &fwd}) // to the round serving it (bridgenotes.go)
+			return
+		}
 		if o.sink != nil {
 			err = o.sink.notify("notifications/message", &fwd)
 		} else {

@@ -139,6 +139,14 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		return errors.New("reload: loading the config returned nothing")
 	}
 	res.Hash = cfg.Hash
+	if res.Trigger == TriggerFile && cfg.Hash == config.EmptyHash {
+		// The watcher read content, and the file has been truncated since: another in-place
+		// write in progress (config.Watcher), whose own change brings the content. Applying
+		// it would stop every upstream until then.
+		g.log.Info("the config file is empty: a write in progress; the config serving stays", zap.String(keyTrigger, res.Trigger))
+		res.Result = ReloadUnchanged
+		return nil
+	}
 	if err := CheckCatalog(cfg); err != nil {
 		return err
 	}
@@ -206,7 +214,6 @@ func (g *Gateway) reload(ctx context.Context, res *ReloadResult) error {
 		// What each principal (and toolset) may see, or how
 		// (gateway.discovery), can have changed while the union registered
 		// with the SDK did not.
-		g.notes.moveAll()
 		g.notifyListsChanged()
 	}
 	return nil
@@ -265,6 +272,7 @@ func pinRestartOnly(cfg, running *config.Config) (*config.Config, []string, erro
 func (g *Gateway) notifyListsChanged() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
+	g.notes.moveAll() // before the SDK can send (toolsetnotes.go)
 	r := g.routes.Load()
 	for _, t := range r.toolDefs {
 		if _, ok := g.registry.tools[t.Name]; ok {

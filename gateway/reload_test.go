@@ -303,6 +303,30 @@ func TestReloadUnchangedFileIsNotApplied(t *testing.T) {
 	}
 }
 
+// TestReloadOfAnEmptyFileWaitsForItsContent: a file change read empty is
+// an in-place write in progress (config.Watcher), not a config of no
+// servers, when the file was truncated again between the watcher's read
+// and the reload's. A SIGHUP or POST /reload applies it: an operator asked.
+func TestReloadOfAnEmptyFileWaitsForItsContent(t *testing.T) {
+	h := newReloadHarness(t, false)
+	empty := &config.Config{Servers: map[string]config.Server{}, Gateway: config.DefaultGateway(), Source: "reload.yaml", Hash: config.EmptyHash}
+	empty.Auth.Local.Name = "local"
+	h.mu.Lock()
+	h.next = empty
+	h.mu.Unlock()
+	res, err := h.gw.Reload(context.Background(), TriggerFile)
+	if err != nil || res.Result != ReloadUnchanged || len(res.Removed) != 0 {
+		t.Fatalf("an empty file on a file change: %+v, %v", res, err)
+	}
+	if err := h.call(context.Background(), "alpha__echo"); err != nil {
+		t.Fatalf("alpha after the empty read: %v", err)
+	}
+	res, err = h.gw.Reload(context.Background(), TriggerSignal)
+	if err != nil || !slices.Equal(res.Removed, []string{"alpha"}) {
+		t.Fatalf("an empty file on SIGHUP: %+v, %v", res, err)
+	}
+}
+
 func TestReloadRestartOnlySettings(t *testing.T) {
 	h := newReloadHarness(t, false)
 	res := h.reload(t, h.reloadConfig(false, func(c *config.Config) {

@@ -14,6 +14,9 @@ import (
 // hundreds of milliseconds, and every change notifies every session.
 type registry struct {
 	tools, prompts, resources, templates map[string]string
+	// registered, in tests, is called after each definition apply
+	// registers, with the gateway's syncMu held.
+	registered func()
 }
 
 func newRegistry() *registry {
@@ -52,41 +55,70 @@ func diff[T any](prev map[string]string, items []T, key func(T) string) (changed
 	return changed, gone
 }
 
-// apply registers r's definitions on g.server, adding and removing only the
-// difference. The SDK debounces the resulting list_changed notifications.
-// Called with g.syncMu held.
-func (g *Gateway) apply(r *routes) {
+// apply registers on g.server what r has that is new or changed, and
+// returns what went away, for unregister: merge registers before r serves
+// and unregisters after, so that a name r routes is always one the SDK
+// knows (its tools/call refuses the others as unknown), while lists, which
+// the gateway answers from the routing table, change at once. First it
+// moves the generation of each list that changes, the whole catalog's and
+// each toolset's (toolsetnotes.go): the SDK sends its debounced
+// list_changed after, and filterListChanged lets one per generation
+// through. Called with g.syncMu held.
+func (g *Gateway) apply(r *routes) gone {
 	reg := g.registry
 	tools, goneTools := diff(reg.tools, r.toolDefs, func(t *mcp.Tool) string { return t.Name })
 	prompts, gonePrompts := diff(reg.prompts, r.promptDefs, func(p *mcp.Prompt) string { return p.Name })
 	resources, goneResources := diff(reg.resources, r.resourceDefs, func(res *mcp.Resource) string { return res.URI })
 	templates, goneTemplates := diff(reg.templates, r.templateDefs, func(t *mcp.ResourceTemplate) string { return t.URITemplate })
-	// Before anything is registered, and with it notified: the toolsets'
-	// own list_changed (toolsetnotes.go).
 	g.fingerprint(r, reg)
-	if len(goneTools) > 0 {
-		g.server.RemoveTools(goneTools...)
-	}
+	g.notes.moveCatalog([numLists]bool{
+		listTools:     len(tools)+len(goneTools) > 0,
+		listPrompts:   len(prompts)+len(gonePrompts) > 0,
+		listResources: len(resources)+len(goneResources)+len(templates)+len(goneTemplates) > 0,
+	})
 	for _, t := range tools {
 		g.safely("tool", t.Name, func() { g.server.AddTool(withoutParamHeaders(t), g.callTool) })
-	}
-	if len(gonePrompts) > 0 {
-		g.server.RemovePrompts(gonePrompts...)
+		reg.hook()
 	}
 	for _, p := range prompts {
 		g.safely("prompt", p.Name, func() { g.server.AddPrompt(p, g.getPrompt) })
 	}
-	if len(goneResources) > 0 {
-		g.server.RemoveResources(goneResources...)
-	}
 	for _, res := range resources {
 		g.safely("resource", res.URI, func() { g.server.AddResource(res, g.readResourceHandler) })
 	}
-	if len(goneTemplates) > 0 {
-		g.server.RemoveResourceTemplates(goneTemplates...)
-	}
 	for _, t := range templates {
 		g.safely("resource template", t.URITemplate, func() { g.server.AddResourceTemplate(t, g.readResourceHandler) })
+	}
+	return gone{tools: goneTools, prompts: gonePrompts, resources: goneResources, templates: goneTemplates}
+}
+
+// gone are the keys of definitions a merge removes: tool and prompt names,
+// resource URIs, URI templates.
+type gone struct {
+	tools, prompts, resources, templates []string
+}
+
+// unregister removes what apply found gone from g.server, once the
+// routes without it serve. Called with g.syncMu held.
+func (g *Gateway) unregister(d gone) {
+	if len(d.tools) > 0 {
+		g.server.RemoveTools(d.tools...)
+	}
+	if len(d.prompts) > 0 {
+		g.server.RemovePrompts(d.prompts...)
+	}
+	if len(d.resources) > 0 {
+		g.server.RemoveResources(d.resources...)
+	}
+	if len(d.templates) > 0 {
+		g.server.RemoveResourceTemplates(d.templates...)
+	}
+}
+
+// hook calls registered, if set.
+func (reg *registry) hook() {
+	if reg.registered != nil {
+		reg.registered()
 	}
 }
 

@@ -10,17 +10,21 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A toolset's own list_changed. The mcp.Server's registry is the union of
-// every toolset, and the SDK tells every session of each change to it; a
-// toolset's session is told only when its toolset's list of that kind
-// changed. Each merge fingerprints every toolset's lists (names and
-// definitions, from the registry) and moves the toolset's generation of a
-// list whose fingerprint changed, before registering anything: the SDK
-// sends its debounced notifications after. The sending middleware passes a
-// list_changed to a toolset's session only when that list's generation
-// moved since the last one it passed to it. A reload that changes the
-// policy, auth or the toolsets moves every generation: what a principal may
-// see of a toolset can change with nothing in the union changing.
+// One list_changed per change, and a toolset's own. The mcp.Server's
+// registry is the union of every toolset, and the SDK tells every session
+// of each change to it, debounced by 10 ms per registration: a merge whose
+// registrations are further apart than that (a loaded machine, thousands of
+// tools) is sent in parts. So each list has generations: the whole
+// catalog's, moved by every merge that changes the list, and each
+// toolset's, moved when a merge changes the toolset's part of it (apply
+// fingerprints each toolset's lists: names and definitions, from the
+// registry), both before anything is registered; a reload that changes the
+// policy, auth, discovery or the toolsets moves them all
+// (notifyListsChanged): what a principal may see can change with nothing in
+// the union changing. The sending middleware holds each list_changed until
+// the reload or merge in progress is done, then passes it to a session only
+// when the generation of its list (its toolset's, or the whole catalog's)
+// moved since the last one it passed to it.
 
 // The lists a list_changed names, as indexes of generation arrays.
 const (
@@ -43,11 +47,12 @@ func listOf(method string) int {
 	return -1
 }
 
-// toolsetNotes holds the generations of every toolset's lists and what each
-// toolset session was last told.
+// toolsetNotes holds the generations of the whole catalog's and every
+// toolset's lists and what each session was last told.
 type toolsetNotes struct {
-	gens     sync.Map // toolset name → *toolsetGen
-	sessions sync.Map // *mcp.ServerSession → *toolsetSession
+	catalog  toolsetGen // the whole catalog's: fp unused
+	gens     sync.Map   // toolset name → *toolsetGen
+	sessions sync.Map   // *mcp.ServerSession → *toolsetSession
 }
 
 // toolsetGen is one toolset's lists: fingerprints (written under the
@@ -57,15 +62,20 @@ type toolsetGen struct {
 	gen [numLists]atomic.Uint64
 }
 
-// toolsetSession is a session of a toolset: its toolset, and the generation
-// of each list it was last told of (or found at initialize).
+// toolsetSession is a session that was told of a list change, or that
+// joined a toolset: its toolset ("" for the whole catalog), and the
+// generation of each list it was last told of (or found when it joined).
 type toolsetSession struct {
 	toolset string
 	seen    [numLists]atomic.Uint64
 }
 
-// gen returns the generations of toolset name, made on first use.
+// gen returns the generations of toolset name ("": the whole catalog's),
+// made on first use.
 func (n *toolsetNotes) gen(name string) *toolsetGen {
+	if name == "" {
+		return &n.catalog
+	}
 	if v, ok := n.gens.Load(name); ok {
 		return v.(*toolsetGen)
 	}
@@ -113,10 +123,22 @@ func (g *Gateway) fingerprint(r *routes, reg *registry) {
 	}
 }
 
-// moveAll moves every generation of every toolset known: the next
-// list_changed reaches every toolset session (a reload changed what they
-// may see).
+// moveCatalog moves the whole catalog's generation of each list that
+// changed. Called by apply with g.syncMu held.
+func (n *toolsetNotes) moveCatalog(changed [numLists]bool) {
+	for list, c := range changed {
+		if c {
+			n.catalog.gen[list].Add(1)
+		}
+	}
+}
+
+// moveAll moves every generation, the whole catalog's and every toolset's:
+// the next list_changed reaches every session (what they may see changed).
 func (n *toolsetNotes) moveAll() {
+	for list := range numLists {
+		n.catalog.gen[list].Add(1)
+	}
 	n.gens.Range(func(_, v any) bool {
 		tg := v.(*toolsetGen)
 		for list := range numLists {
@@ -146,36 +168,63 @@ func (g *Gateway) joinToolset(next mcp.MethodHandler) mcp.MethodHandler {
 		for list := range numLists {
 			s.seen[list].Store(tg.gen[list].Load())
 		}
-		if _, loaded := g.notes.sessions.LoadOrStore(ss, s); !loaded {
+		if v, loaded := g.notes.sessions.LoadOrStore(ss, s); !loaded {
 			if !g.awaitSessionEnd(ss, func() { g.notes.sessions.Delete(ss) }) {
 				g.notes.sessions.Delete(ss) // the gateway does not run
 			}
+		} else if v.(*toolsetSession).toolset == "" {
+			// Told of a change before it joined: sessionEnded forgets it.
+			g.notes.sessions.Store(ss, s)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// filterListChanged is sending middleware: a list_changed to a toolset
-// session goes out only when its toolset's list moved since the last one
-// it was told of.
+// filterListChanged is sending middleware: a list_changed goes out once
+// no reload or merge is changing the lists (settled), and to a session only
+// when the generation of that list, its toolset's or the whole catalog's,
+// moved since the last one it was told of. So the parts the SDK's debounce
+// splits a change into reach each session as one notification, sent when
+// the change is complete.
 func (g *Gateway) filterListChanged(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if !g.toolsetsSeen.Load() {
-			return next(ctx, method, req)
-		}
 		list := listOf(method)
-		if list < 0 {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if list < 0 || ss == nil {
 			return next(ctx, method, req)
 		}
-		v, ok := g.notes.sessions.Load(req.GetSession())
-		if !ok {
-			return next(ctx, method, req) // the whole catalog's session
-		}
-		s := v.(*toolsetSession)
-		now := g.notes.gen(s.toolset).gen[list].Load()
+		s := g.listSession(ss)
+		now := g.settled(g.notes.gen(s.toolset), list)
 		if prev := s.seen[list].Load(); prev == now || !s.seen[list].CompareAndSwap(prev, now) {
 			return nil, nil // nothing of its own changed, or told already
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// listSession returns what ss was told of: its toolset session, or the
+// whole catalog's record, made on first use and forgotten when ss ends
+// (sessionEnded).
+func (g *Gateway) listSession(ss *mcp.ServerSession) *toolsetSession {
+	if v, ok := g.notes.sessions.Load(ss); ok {
+		return v.(*toolsetSession)
+	}
+	v, loaded := g.notes.sessions.LoadOrStore(ss, &toolsetSession{})
+	if !loaded {
+		g.watchSession(ss)
+	}
+	return v.(*toolsetSession)
+}
+
+// settled returns the generation of list in tg once no reload or merge is
+// changing it: a reload may merge, then notify of a policy change, and a
+// merge registers in several steps, each of which the SDK may notify of.
+// Never called by a goroutine that holds reloads.run or syncMu: the SDK
+// sends list_changed from its own timers.
+func (g *Gateway) settled(tg *toolsetGen, list int) uint64 {
+	g.reloads.run.Lock()
+	defer g.reloads.run.Unlock()
+	g.syncMu.Lock()
+	defer g.syncMu.Unlock()
+	return tg.gen[list].Load()
 }

@@ -263,6 +263,64 @@ func TestHotReloadUnderLoad(t *testing.T) {
 		median(unchangedServers), slices.Max(unchangedServers), median(all), slices.Max(all))
 }
 
+// TestReloadInPlaceWriteThatPauses: an in-place write truncates the file,
+// then writes it. On a loaded machine the writer can pause in between for
+// longer than the watch's debounce, and the watcher then reads an empty
+// file: a valid config of no servers. It must wait for the content instead
+// of applying that, which stopped every upstream and started them again (a
+// new process, its tools unknown until it connected): the flake of
+// TestHotReloadUnderLoad, whose policy rounds are in-place writes, where the
+// call right after a toggle got "unknown tool".
+func TestReloadInPlaceWriteThatPauses(t *testing.T) {
+	debug := func(s reloadState) string {
+		return strings.Replace(s.yaml(), "gateway:\n", "gateway:\n  log: {level: debug}\n", 1)
+	}
+	st := reloadState{tag: newTag(), denyAdd: true}
+	path := writeConfig(t, debug(st))
+	g := startGateway(t, "--config", path)
+	ctx := ctxT(t, time.Minute)
+	pidA := pidOf(t, g, "a")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: g.url("/mcp")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// The watcher has read the truncated file: it says it waits for the
+	// content, or (the bug) the empty config was applied.
+	applied := `"msg":"config reloaded","trigger":"file","hash":"` + hashOf("") + `"`
+	eventually(t, "the watcher to read the truncated file", func() bool {
+		l := g.logs.String()
+		return strings.Contains(l, "the config file is empty") || strings.Contains(l, applied)
+	})
+	if strings.Contains(g.logs.String(), applied) {
+		t.Fatal("the truncated (empty) file of an in-place write was applied as a config")
+	}
+	st.denyAdd = false
+	content := debug(st)
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, g, hashOf(content), time.Now())
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__add", Arguments: map[string]any{"a": 1, "b": 2}}); err != nil {
+		t.Fatalf("a__add right after the policy allowed it: %v", err)
+	}
+	if got := pidOf(t, g, "a"); got != pidA {
+		t.Errorf("a's process changed: pid %d, then %d", pidA, got)
+	}
+	if s := status(t, g); s.Reloads.Applied != 1 || s.Reloads.Rejected != 0 {
+		t.Errorf("status counts %d applied, %d rejected reloads; want 1, 0", s.Reloads.Applied, s.Reloads.Rejected)
+	}
+}
+
 // TestReloadRejectsBrokenConfigs is acceptance 2: bad YAML, an unknown key
 // and an invalid value each leave the previous config serving, with the
 // problem named on /status and in the log; fixing the file is picked up.
