@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -339,9 +340,18 @@ func TestClusterSignInAtTheIssuer(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page, "Signed in") {
 		t.Fatalf("the upstream's answer on B: %d\n%s", code, page)
 	}
+	// The sign-in cookie A gave her counts on every replica (its key comes
+	// from the cluster secret): the owner of her next link may be B.
+	req := httptest.NewRequest(http.MethodGet, link, nil)
+	for _, ck := range alices.Jar.Cookies(req.URL) {
+		req.AddCookie(ck)
+	}
 	for _, rep := range rs {
 		if got := whoami(t, rep.srv.URL, r.jwtOf(t, "alice")); got != "alice" {
 			t.Errorf("through %s the upstream saw %q, want alice", rep.addr(), got)
+		}
+		if !rep.gw.signedInAs(req, "alice") || rep.gw.signedInAs(req, "bob") {
+			t.Errorf("alice's sign-in cookie on %s: not hers only", rep.addr())
 		}
 	}
 
