@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -379,5 +381,30 @@ func TestClusterSignInAtTheIssuer(t *testing.T) {
 				t.Errorf("%s via %s: %d to %q, want 400\n%s", c.name, rep.addr(), code, loc, page)
 			}
 		}
+	}
+}
+
+// TestClusterSignInCookieKeys: the sign-in cookie's keys are the cluster
+// keys in force on every replica, not the secret file read again when a
+// replica first needs them: the file rewritten without a reload changes
+// nothing, so a cookie one replica gave still counts on the other.
+func TestClusterSignInCookieKeys(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster-secret")
+	write := func(secret string) {
+		if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(testClusterSecret)
+	rs := newReplicas(t, 2, func(c *config.Config) { c.Gateway.Cluster.Secret, c.Gateway.Cluster.SecretFile = "", file })
+	w := httptest.NewRecorder()
+	rs[0].gw.setSignInCookie(w, "alice")
+	write(testClusterSecret + "-next") // the next secret, not reloaded yet
+	req := httptest.NewRequest(http.MethodGet, oauthStartPath+"x", nil)
+	for _, ck := range w.Result().Cookies() {
+		req.AddCookie(ck)
+	}
+	if !rs[1].gw.signedInAs(req, "alice") {
+		t.Error("the other replica refused the sign-in cookie")
 	}
 }
