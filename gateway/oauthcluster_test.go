@@ -6,13 +6,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/cluster"
+	"github.com/manifold-mcp/manifold/internal/oidc/oidctest"
 	"github.com/manifold-mcp/manifold/internal/redistest"
 	"github.com/manifold-mcp/manifold/internal/testauth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -22,8 +26,8 @@ import (
 // signInReplicas starts two replicas of one cluster in front of an
 // upstream that signs in per user (the test authorization server, users
 // alice and bob), their tokens in the cluster's shared store; each
-// replica's public URL is its own address.
-func signInReplicas(t *testing.T) ([]*replica, func(*config.Config)) {
+// replica's public URL is its own address. more edits the config further.
+func signInReplicas(t *testing.T, more ...func(*config.Config)) ([]*replica, func(*config.Config)) {
 	t.Helper()
 	redis := redistest.Start(t)
 	as := &testauth.Server{}
@@ -36,6 +40,9 @@ func signInReplicas(t *testing.T) ([]*replica, func(*config.Config)) {
 		c.Gateway.TokenStore = config.TokenStore{Store: config.StoreCluster, Secret: "a-token-store-secret-of-32-bytes-or-more"}
 		c.Gateway.PublicURL = "http://" + c.Gateway.Cluster.Advertise
 		c.Policy.Rules = append(c.Policy.Rules, config.Rule{Effect: config.Allow, Match: config.Match{Tools: []string{"user__*"}}, Principals: []string{"bob"}})
+		for _, m := range more {
+			m(c)
+		}
 		c.ApplyDefaults()
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
@@ -279,4 +286,125 @@ func TestClusterSignIn(t *testing.T) {
 			t.Errorf("callback on B of an owner gone: %d %s, want 410", code, body)
 		}
 	})
+}
+
+// TestClusterSignInAtTheIssuer: with auth.jwt and its OIDC client, alice's
+// start link made on replica A and opened through B sends her to the
+// issuer with a state naming A; the issuer's answer lands on B, which
+// forwards it to A, where the sign-in waits: A checks it and goes on to
+// the upstream's authorization server, whose answer lands on B too, and her
+// calls then succeed on either replica. bob signed in at the issuer gets
+// 403 through B; a forged, foreign-kind or unknown page state is refused.
+func TestClusterSignInAtTheIssuer(t *testing.T) {
+	idp := oidctest.New(t, idpClientID, idpSecret, "")
+	rs, _ := signInReplicas(t, func(c *config.Config) {
+		c.Auth.APIKeys = nil // alice and bob are JWT principals: they sign in at the issuer
+		c.Auth.JWT = &config.JWT{Issuer: idp.URL, Audience: []string{"manifold"}, Secret: idpJWTKey,
+			OIDC: config.OIDC{ClientID: idpClientID, ClientSecret: idpSecret}}
+		c.Policy.Rules = append(c.Policy.Rules, config.Rule{Effect: config.Allow, Match: config.Match{Tools: []string{"user__*"}}, Principals: []string{"alice"}})
+	})
+	a, b := rs[0], rs[1]
+	r := &identityRig{url: a.srv.URL, idp: idp}
+	link := onReplica(t, signInLink(t, a.srv.URL, r.jwtOf(t, "alice")), b)
+
+	// through opens link in br on B, signed in at the issuer as who, and
+	// returns the issuer's answer as it lands on B.
+	through := func(br *http.Client, who string) string {
+		t.Helper()
+		code, loc, page := visit(t, br, link)
+		authz := redirectTo(t, "the start page through B", code, loc, page, idp.URL)
+		u, _ := url.Parse(authz)
+		if si, err := b.gw.cluster.OpenSignIn(u.Query().Get("state")); err != nil || si.Kind != cluster.KindSignInPage || si.Owner != a.addr() || si.Server != "user" {
+			t.Fatalf("the issuer's state is no page token of A: %+v %v", si, err)
+		}
+		idp.SetToken(r.jwtOf(t, who))
+		code, loc, page = visit(t, br, authz)
+		return onReplica(t, redirectTo(t, "the issuer", code, loc, page, a.srv.URL), b)
+	}
+
+	bobs := newBrowser()
+	if code, loc, page := visit(t, bobs, through(bobs, "bob")); code != http.StatusForbidden || !strings.Contains(page, "another account") {
+		t.Fatalf("alice's link signed in as bob, the answer on B: %d %q\n%s", code, loc, page)
+	}
+
+	alices := newBrowser()
+	callback := through(alices, "alice")
+	code, loc, page := visit(t, alices, callback)
+	authz, err := url.Parse(loc)
+	if code != http.StatusFound || err != nil || authz.Path != "/authorize" || authz.Host == a.addr() || authz.Host == b.addr() {
+		t.Fatalf("alice's answer on B: %d to %q, want the upstream's authorization server\n%s", code, loc, page)
+	}
+	q := authz.Query()
+	q.Set("user", "alice")
+	authz.RawQuery = q.Encode()
+	code, loc, page = visit(t, alices, authz.String())
+	code, _, page = visit(t, alices, onReplica(t, redirectTo(t, "the authorization server", code, loc, page, a.srv.URL), b))
+	if code != http.StatusOK || !strings.Contains(page, "Signed in") {
+		t.Fatalf("the upstream's answer on B: %d\n%s", code, page)
+	}
+	// The sign-in cookie A gave her counts on every replica (its key comes
+	// from the cluster secret): the owner of her next link may be B.
+	req := httptest.NewRequest(http.MethodGet, link, nil)
+	for _, ck := range alices.Jar.Cookies(req.URL) {
+		req.AddCookie(ck)
+	}
+	for _, rep := range rs {
+		if got := whoami(t, rep.srv.URL, r.jwtOf(t, "alice")); got != "alice" {
+			t.Errorf("through %s the upstream saw %q, want alice", rep.addr(), got)
+		}
+		if !rep.gw.signedInAs(req, "alice") || rep.gw.signedInAs(req, "bob") {
+			t.Errorf("alice's sign-in cookie on %s: not hers only", rep.addr())
+		}
+	}
+
+	// The answer again, a forged state, a token of another kind, an
+	// unknown sign-in of A: each with a cookie bound to it, refused.
+	u, _ := url.Parse(callback)
+	sealed := func(kind cluster.Kind, local string) string {
+		v, err := a.gw.cluster.IssueSignIn(kind, "user", cluster.PrincipalOf("alice"), local, time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct{ name, state string }{
+		{"the answer replayed", u.Query().Get("state")},
+		{"forged", "forged-" + strings.Repeat("A", 100)},
+		{"an OAuth state of A", sealed(cluster.KindSignInState, "x")},
+		{"an unknown page state of A", sealed(cluster.KindSignInPage, "x")},
+	} {
+		for _, rep := range rs {
+			br := newBrowser()
+			cb, _ := url.Parse(rep.srv.URL + oauthOIDCCallbackPath + "?code=c&state=" + url.QueryEscape(c.state))
+			br.Jar.SetCookies(cb, []*http.Cookie{{Name: oauthOIDCCookie, Value: c.state, Path: oauthOIDCPath}})
+			if code, loc, page := visit(t, br, cb.String()); code != http.StatusBadRequest || loc != "" {
+				t.Errorf("%s via %s: %d to %q, want 400\n%s", c.name, rep.addr(), code, loc, page)
+			}
+		}
+	}
+}
+
+// TestClusterSignInCookieKeys: the sign-in cookie's keys are the cluster
+// keys in force on every replica, not the secret file read again when a
+// replica first needs them: the file rewritten without a reload changes
+// nothing, so a cookie one replica gave still counts on the other.
+func TestClusterSignInCookieKeys(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster-secret")
+	write := func(secret string) {
+		if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(testClusterSecret)
+	rs := newReplicas(t, 2, func(c *config.Config) { c.Gateway.Cluster.Secret, c.Gateway.Cluster.SecretFile = "", file })
+	w := httptest.NewRecorder()
+	rs[0].gw.setSignInCookie(w, "alice")
+	write(testClusterSecret + "-next") // the next secret, not reloaded yet
+	req := httptest.NewRequest(http.MethodGet, oauthStartPath+"x", nil)
+	for _, ck := range w.Result().Cookies() {
+		req.AddCookie(ck)
+	}
+	if !rs[1].gw.signedInAs(req, "alice") {
+		t.Error("the other replica refused the sign-in cookie")
+	}
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -47,29 +46,18 @@ const (
 	signInCookie     = "manifold_signin"
 	signInCookiePath = "/oauth/"
 	signInCookieTTL  = 12 * time.Hour
-	// signInCookieInfo is the HKDF info of the cookie's MAC key.
-	signInCookieInfo = "manifold v1: oauth sign-in cookie HMAC"
 	// maxSignInCookie bounds the cookie's length read.
 	maxSignInCookie = 1024
 )
 
 // oauthIdentity is the state of the start page's checks: the sign-ins at the issuer in
-// progress and the sign-in cookie's keys. Its methods are safe for concurrent use.
+// progress and the sign-in cookie's key outside cluster mode. Its methods are safe for
+// concurrent use.
 type oauthIdentity struct {
 	once sync.Once
 	flow *oidc.Flow
 	// random is this process's cookie key outside cluster mode.
 	random []byte
-
-	mu   sync.Mutex
-	keys *cookieKeys
-}
-
-// cookieKeys are the MAC keys of the sign-in cookie under one config snapshot: the first
-// issues, all verify.
-type cookieKeys struct {
-	snap *snapshot
-	keys [][]byte
 }
 
 // init makes the flow and the random key on first use.
@@ -87,34 +75,18 @@ func (id *oauthIdentity) oidcFlow() *oidc.Flow {
 	return id.flow
 }
 
-// signInKeys returns the sign-in cookie's MAC keys: derived from the cluster secrets (current
-// and previous) when cluster mode is on, so that every replica accepts the cookie; else a
-// random key of this process, so that a restart signs everyone out. Derived once per config
-// snapshot, never per request.
+// signInKeys returns the sign-in cookie's MAC keys, the issuing one first: in cluster mode
+// the keys in force derived from the cluster secrets (current and previous, rotated at
+// reload with the other cluster keys), so that every replica accepts the cookie; else a
+// random key of this process, so that a restart signs everyone out. Never derived per
+// request.
 func (g *Gateway) signInKeys() [][]byte {
+	if g.cluster != nil {
+		return g.cluster.Keys().SignInCookieKeys()
+	}
 	id := &g.oauth.identity
 	id.init()
-	snap := g.current()
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if id.keys != nil && id.keys.snap == snap {
-		return id.keys.keys
-	}
-	var keys [][]byte
-	if c := &snap.cfg.Gateway.Cluster; c.Enabled() {
-		if secret, previous, err := c.Secrets(); err == nil {
-			for _, s := range append([][]byte{secret}, previous...) {
-				if k, err := hkdf.Key(sha256.New, s, nil, signInCookieInfo, 32); err == nil {
-					keys = append(keys, k)
-				}
-			}
-		}
-	}
-	if len(keys) == 0 {
-		keys = [][]byte{id.random}
-	}
-	id.keys = &cookieKeys{snap: snap, keys: keys}
-	return keys
+	return [][]byte{id.random}
 }
 
 // sealSignIn returns a sign-in cookie value naming principal until expires:

@@ -33,6 +33,9 @@ const (
 	// infoSignIn seals the start links and OAuth states of upstream
 	// sign-ins (signin.go).
 	infoSignIn = "manifold cluster v1: oauth sign-in AEAD"
+	// infoSignInCookie MACs the gateway's sign-in cookie, which every
+	// replica accepts.
+	infoSignInCookie = "manifold v1: oauth sign-in cookie HMAC"
 )
 
 // Keys are the purpose keys derived from the cluster secrets: the first of
@@ -44,6 +47,7 @@ type Keys struct {
 	signIn []cipher.AEAD
 	hop    [][]byte
 	state  [][]byte
+	cookie [][]byte
 }
 
 // ErrShortSecret is returned for a secret under MinSecretLen bytes.
@@ -76,16 +80,25 @@ func NewKeys(secret []byte, previous [][]byte) (*Keys, error) {
 		if err != nil {
 			return nil, err
 		}
+		ck, err := derive(s, infoSignInCookie)
+		if err != nil {
+			return nil, err
+		}
 		k.token = append(k.token, aead)
 		k.signIn = append(k.signIn, signIn)
 		k.hop = append(k.hop, hk)
 		k.state = append(k.state, sk)
+		k.cookie = append(k.cookie, ck)
 	}
 	return k, nil
 }
 
 // StateKeys returns the requestState HMAC keys, the issuing one first.
 func (k *Keys) StateKeys() [][]byte { return k.state }
+
+// SignInCookieKeys returns the sign-in cookie's HMAC keys, the issuing one
+// first.
+func (k *Keys) SignInCookieKeys() [][]byte { return k.cookie }
 
 // newAEAD is AES-256-GCM under the key of secret for info.
 func newAEAD(secret []byte, info string) (cipher.AEAD, error) {

@@ -101,7 +101,8 @@ func (f *Flow) Begin(ctx context.Context, s Settings, redirect, data string) (au
 
 // BeginNamed is Begin with the state sent to the issuer made by name from the pending
 // sign-in's key (nil: the key itself), so that the state can say more than the key, such
-// as which process holds the sign-in; Take wants the key back.
+// as which process holds the sign-in; Take wants the key back. A name that fails or is
+// empty fails BeginNamed, which then keeps nothing.
 func (f *Flow) BeginNamed(ctx context.Context, s Settings, redirect, data string, name func(key string) (string, error)) (authURL, state string, err error) {
 	ep, err := f.Discover(ctx, s.Issuer)
 	if err != nil {
@@ -111,7 +112,10 @@ func (f *Flow) BeginNamed(ctx context.Context, s Settings, redirect, data string
 	state = key
 	if name != nil {
 		if state, err = name(key); err != nil {
-			return "", "", err
+			return "", "", fmt.Errorf("naming the state: %w", err)
+		}
+		if state == "" { // no callback's state would ever match it
+			return "", "", errors.New("naming the state: empty")
 		}
 	}
 	p := &Pending{Verifier: RandomID(), Nonce: RandomID(), Redirect: redirect, Data: data, Expires: f.now().Add(PendingTTL)}

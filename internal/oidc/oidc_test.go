@@ -2,6 +2,7 @@ package oidc
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"testing"
@@ -69,6 +70,43 @@ func TestBeginAndExchange(t *testing.T) {
 	}
 	if _, err := f.Exchange(context.Background(), s, &Pending{Verifier: "wrong", Redirect: p.Redirect}, back.Query().Get("code")); err == nil {
 		t.Error("a used code was exchanged again")
+	}
+}
+
+// TestBeginNamed: the state sent to the issuer is the name of the pending sign-in's key,
+// which Take wants back (the name itself takes nothing); a name that fails or is empty
+// fails Begin and keeps nothing.
+func TestBeginNamed(t *testing.T) {
+	idp := oidctest.New(t, "c", "s", "the-token")
+	s := Settings{Issuer: idp.URL, ClientID: "c", ClientSecret: "s"}
+	f := NewFlow(nil, nil)
+	var key string
+	to, state, err := f.BeginNamed(context.Background(), s, "http://127.0.0.1/cb", "data", func(k string) (string, error) {
+		key = k
+		return "named." + k, nil
+	})
+	if err != nil || key == "" || state != "named."+key {
+		t.Fatalf("state %q of key %q: %v", state, key, err)
+	}
+	if u, _ := url.Parse(to); u.Query().Get("state") != state {
+		t.Fatalf("authorization URL %s, want state %q", to, state)
+	}
+	if _, ok := f.Take(state); ok {
+		t.Error("the name was taken as the key")
+	}
+	if p, ok := f.Take(key); !ok || p.Data != "data" {
+		t.Errorf("the key: %+v %v", p, ok)
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(string) (string, error)
+	}{
+		{"failing", func(string) (string, error) { return "", errors.New("no") }},
+		{"empty", func(string) (string, error) { return "", nil }},
+	} {
+		if _, _, err := f.BeginNamed(context.Background(), s, "http://127.0.0.1/cb", "data", tc.fn); err == nil || f.Len() != 0 {
+			t.Errorf("a %s name: %v, %d pending", tc.name, err, f.Len())
+		}
 	}
 }
 
