@@ -53,7 +53,7 @@ func (h *Host) auditLoop() {
 	defer close(h.auditDone)
 	for it := range h.audit {
 		for _, e := range it.chain.entries {
-			if cur := e.in.cur.Load(); cur == nil || !cur.hooks.has(AuditEvent) {
+			if cur := e.in.cur.Load(); cur == nil || !cur.hookSet().has(AuditEvent) {
 				continue
 			}
 			_, _ = h.call(context.Background(), e, AuditEvent, &proto.Context{}, it.record)

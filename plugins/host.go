@@ -228,7 +228,7 @@ func (h *Host) Status() []Status {
 		if c := in.cur.Load(); c != nil {
 			st.Up, st.PID = true, c.run.ID()
 			for hk := range numHooks {
-				if c.hooks.has(hk) {
+				if c.hookSet().has(hk) {
 					st.Hooks = append(st.Hooks, hk.String())
 				}
 			}

@@ -38,7 +38,9 @@ type conn struct {
 	client *plugin.Client
 	rpc    proto.PluginClient
 	run    *procRunner
-	hooks  hookSet
+	// hooks is the manifest's hookSet; a reconfigure replaces it while
+	// hook calls read it.
+	hooks atomic.Uint32
 	// calls is held for reading by each hook call on conn, and for
 	// writing by drain, which so waits for them; closed (under calls) ends
 	// new ones.
@@ -98,10 +100,10 @@ func (in *instance) supervise() {
 			in.mu.Lock()
 			in.lastErr, in.started = "", began
 			in.mu.Unlock()
-			in.known.Store(uint32(c.hooks) | knownBit)
+			in.known.Store(c.hooks.Load() | knownBit)
 			in.cur.Store(c)
 			in.once.Do(func() { close(in.first) })
-			if in.onUp != nil && c.hooks.has(ListPost) {
+			if in.onUp != nil && c.hookSet().has(ListPost) {
 				in.onUp()
 			}
 			select {
@@ -112,7 +114,7 @@ func (in *instance) supervise() {
 			case <-c.run.Exited():
 			}
 			in.cur.Store(nil)
-			if in.onUp != nil && c.hooks.has(ListPost) {
+			if in.onUp != nil && c.hookSet().has(ListPost) {
 				in.onUp() // what it covers is hidden or shown as its onError says
 			}
 			in.drain(c)
@@ -197,9 +199,12 @@ func (in *instance) configure(ctx context.Context, c *conn, cfg *config.Plugin) 
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
-	c.hooks = parseHooks(res.GetHooks())
+	c.hooks.Store(uint32(parseHooks(res.GetHooks())))
 	return nil
 }
+
+// hookSet returns the hooks c's manifest declares.
+func (c *conn) hookSet() hookSet { return hookSet(c.hooks.Load()) }
 
 // reconfigure sends a new config to the running process (no restart) and
 // makes it the one in force; on error the previous one stays.
@@ -208,6 +213,7 @@ func (in *instance) reconfigure(ctx context.Context, cfg *config.Plugin) error {
 		if err := in.configure(ctx, c, cfg); err != nil {
 			return err
 		}
+		in.known.Store(c.hooks.Load() | knownBit)
 	}
 	in.cfg.Store(cfg)
 	return nil
@@ -219,7 +225,7 @@ func (in *instance) reconfigure(ctx context.Context, cfg *config.Plugin) error {
 // that may not list at all).
 func (in *instance) covers(h Hook) bool {
 	if c := in.cur.Load(); c != nil {
-		return c.hooks.has(h)
+		return c.hookSet().has(h)
 	}
 	k := in.known.Load()
 	if k&knownBit == 0 {
