@@ -26,6 +26,11 @@ type forwardTarget struct {
 // answers (a session whose owner is gone: 404). The caller has decided
 // that owner is not this replica and that r was not forwarded already.
 func (n *Node) Forward(w http.ResponseWriter, r *http.Request, owner string, gone func(http.ResponseWriter)) {
+	// Full duplex: the owner may start its answer (an SSE stream) before
+	// the proxy's transport has read r's body to its end; without it,
+	// net/http would consume that body itself when the answer starts, and
+	// the transport's failed read would cut the stream.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	ctx := context.WithValue(r.Context(), forwardKey{}, &forwardTarget{owner: owner, gone: gone})
 	n.proxy.ServeHTTP(w, r.WithContext(ctx))
 }

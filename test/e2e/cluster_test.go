@@ -124,7 +124,15 @@ func newRoundRobin(t *testing.T, backends []string) *roundRobin {
 		Transport:     rr.transport(tr),
 		FlushInterval: -1,
 	}
-	rr.Server = httptest.NewServer(proxy)
+	rr.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Full duplex: the response of a POST (an SSE stream) starts while
+		// the proxy's transport may still be reading the request body to
+		// its end; net/http would otherwise consume that body itself, and
+		// the transport's failed read cuts the stream (and the result in
+		// it) with "use of closed network connection".
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		proxy.ServeHTTP(w, r)
+	}))
 	t.Cleanup(rr.Close)
 	return rr
 }
