@@ -294,14 +294,21 @@ func urlHost(v string, colon int) (string, bool) {
 // authorityHost returns the host of the authority that starts at v[a] and
 // whether it is not empty.
 func authorityHost(v string, a int) (string, bool) {
+	// A URL's userinfo may hold the quotes that end a URL quoted in prose
+	// (net/url reads //'@evil.com as the host evil.com): the host follows
+	// the last '@' before the path, else the authority ends at a quote.
+	loose := a
+	for loose < len(v) && strings.IndexByte("/\\?# ", v[loose]) < 0 {
+		loose++
+	}
+	if at := strings.LastIndexByte(v[a:loose], '@'); at >= 0 {
+		a += at + 1
+	}
 	end := a
-	for end < len(v) && strings.IndexByte("/\\?# \"'<>`", v[end]) < 0 {
+	for end < len(v) && strings.IndexByte(authorityEnd, v[end]) < 0 {
 		end++
 	}
 	host := v[a:end]
-	if at := strings.LastIndexByte(host, '@'); at >= 0 {
-		host = host[at+1:]
-	}
 	if strings.HasPrefix(host, "[") {
 		if k := strings.IndexByte(host, ']'); k > 0 {
 			host = host[1:k]
@@ -315,6 +322,10 @@ func authorityHost(v string, a int) (string, bool) {
 	}
 	return host, true
 }
+
+// authorityEnd are the bytes that end a URL's authority, quotes of prose
+// included.
+const authorityEnd = "/\\?# \"'<>`"
 
 func schemeChar(c byte) bool {
 	return 'a' <= c|0x20 && c|0x20 <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
