@@ -58,24 +58,8 @@ func servePublicGateway(t *testing.T, cfg *config.Config) (*httptest.Server, *Ga
 	t.Helper()
 	hs := httptest.NewUnstartedServer(nil)
 	cfg.Gateway.PublicURL = "http://" + hs.Listener.Addr().String()
-	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start(context.Background())
-	hs.Config.Handler = gw.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		for ss := range gw.Server().Sessions() {
-			ss.Close()
-		}
-		hs.Close()
-		gw.Close(context.Background())
-	})
+	gw := validGateway(t, cfg) // upcreds_test.go
+	startServing(t, gw, hs)
 	return hs, gw
 }
 

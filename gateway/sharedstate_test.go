@@ -97,15 +97,7 @@ func TestSharedTokensAcrossReplicas(t *testing.T) {
 		clusterOn(cfg, i, addr)
 		cfg.Gateway.TokenStore = config.TokenStore{Store: config.StoreCluster, Secret: storeSecret}
 		cfg.Auth.JWT = &config.JWT{Issuer: "https://idp.example", Audience: []string{"manifold"}, Secret: secret, PrincipalClaim: "sub", GroupsClaim: "groups"}
-		cfg.ApplyDefaults()
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		gw, err := New(cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		urls = append(urls, serveGateway(t, gw).URL)
+		urls = append(urls, serveGateway(t, validGateway(t, cfg)).URL)
 	}
 	for i, u := range urls {
 		cs := connectAs(t, u, alice, "2025-11-25")

@@ -28,8 +28,17 @@ import (
 // its sessions, the server and gw are closed.
 func serveGateway(t *testing.T, gw *Gateway) *httptest.Server {
 	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	startServing(t, gw, hs)
+	return hs
+}
+
+// startServing starts gw and hs (unstarted) serving it, until the test ends.
+func startServing(t *testing.T, gw *Gateway, hs *httptest.Server) {
+	t.Helper()
 	gw.Start(context.Background())
-	hs := httptest.NewServer(gw.Handler())
+	hs.Config.Handler = gw.Handler()
+	hs.Start()
 	t.Cleanup(func() {
 		for ss := range gw.Server().Sessions() {
 			ss.Close()
@@ -37,7 +46,20 @@ func serveGateway(t *testing.T, gw *Gateway) *httptest.Server {
 		hs.Close()
 		gw.Close(context.Background())
 	})
-	return hs
+}
+
+// validGateway returns a gateway of cfg, after its defaults and validation.
+func validGateway(t *testing.T, cfg *config.Config) *Gateway {
+	t.Helper()
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gw
 }
 
 func TestUpstreamCredentials(t *testing.T) {
@@ -67,15 +89,7 @@ func TestUpstreamCredentials(t *testing.T) {
 	}, Gateway: config.DefaultGateway()}
 	cfg.Gateway.TokenStore = config.TokenStore{File: storePath, Secret: storeSecret}
 	cfg.Auth.JWT = &config.JWT{Issuer: "https://idp.example", Audience: []string{"manifold"}, Secret: secret, PrincipalClaim: "sub", GroupsClaim: "groups"}
-	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := serveGateway(t, gw)
+	hs := serveGateway(t, validGateway(t, cfg))
 
 	whoami := func(cs *mcp.ClientSession, tool string) string {
 		t.Helper()
