@@ -2,9 +2,12 @@ package upstream
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/manifold-mcp/manifold/internal/rawio"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -70,6 +73,12 @@ func (u *Upstream) dial() (*connection, error) {
 		if err != nil {
 			return nil, err
 		}
+		if f, ok := r.(*os.File); ok {
+			r = rawPipe(f)
+		}
+		if f, ok := w.(*os.File); ok {
+			w = rawPipe(f)
+		}
 		c := newStdioConn(r, w, u.opts.MaxMessageBytes)
 		return &connection{transport: c, raw: c}, nil
 	}
@@ -79,7 +88,7 @@ func (u *Upstream) dial() (*connection, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := newStdioConn(p.stdout, p.stdin, u.opts.MaxMessageBytes)
+		c := newStdioConn(rawPipe(p.stdout), rawPipe(p.stdin), u.opts.MaxMessageBytes)
 		return &connection{transport: c, raw: c, proc: p}, nil
 	case "http":
 		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
@@ -97,4 +106,14 @@ func (u *Upstream) dial() (*connection, error) {
 			MaxEventSize: sseEventLimit(u.opts.MaxMessageBytes)}, http: hc}, nil
 	}
 	return nil, fmt.Errorf("unknown transport type %q", u.cfg.Type)
+}
+
+// rawPipe is one of our ends of a stdio upstream's pipes as the data path
+// reads and writes it: with direct system calls where the system has them
+// (internal/rawio), else the file itself.
+func rawPipe(f *os.File) io.ReadWriteCloser {
+	if rf, err := rawio.New(f); err == nil {
+		return rf
+	}
+	return f
 }

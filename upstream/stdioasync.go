@@ -30,7 +30,8 @@ type RawCall struct {
 	method string
 	done   RawDone
 	rc     rawCall // pending in c under n
-	timer  *time.Timer
+	// deadline is the end of the call's timeout (expiry.go).
+	deadline time.Time
 }
 
 // StartRaw sends a request for method with params, as CallRaw does (the
@@ -61,25 +62,19 @@ func (u *Upstream) StartRaw(method string, params []byte, done RawDone) *RawCall
 	default:
 		return nil
 	}
-	call := &RawCall{u: u, c: c, method: method, done: done}
+	call := &RawCall{u: u, c: c, method: method, done: done, deadline: time.Now().Add(u.callTimeout)}
 	call.rc.async = call
-	// The timer exists before the call is pending, so that whoever
-	// completes it can stop it; it runs once the call has its number (a
-	// call completed meanwhile is not pending when it fires).
-	call.timer = time.AfterFunc(time.Hour, call.expire)
-	call.timer.Stop()
 	if err := c.start(call, params); err != nil {
 		u.release()
 		return nil
 	}
-	call.timer.Reset(u.callTimeout)
+	c.expiry.started(u.callTimeout)
 	return call
 }
 
-// finish completes the call with its reply: it stops the timer, gives
-// the slot back and maps the reply as CallRaw does.
+// finish completes the call with its reply: it gives the slot back and
+// maps the reply as CallRaw does.
 func (call *RawCall) finish(r rawReply) {
-	call.timer.Stop()
 	call.u.release()
 	call.done(call.u.rawOutcome(call.method, r.result, r.rpcErr, r.err, errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded)))
 }
@@ -90,11 +85,6 @@ func (call *RawCall) finish(r rawReply) {
 // Abort returns. A call already answered is left alone.
 func (call *RawCall) Abort(cause error) {
 	call.c.abandon(call.n, &call.rc, cause)
-}
-
-// expire is the end of the call's own timeout.
-func (call *RawCall) expire() {
-	call.c.abandon(call.n, &call.rc, errCallTimeout)
 }
 
 // start sends call's request and records it as pending; an error means
@@ -187,33 +177,17 @@ func (c *stdioConn) writeAsync(line []byte) bool {
 }
 
 // tryWrite makes one attempt to write line to the pipe, without waiting
-// for room in it, and returns what it could not write. A writer that is
-// not a file of the system (an in-memory pipe) is not tried: it might
-// block.
+// for room in it, and returns what it could not write. A writer that
+// cannot make one attempt (an in-memory pipe, which might block) is not
+// tried.
 func (c *stdioConn) tryWrite(line []byte) ([]byte, error) {
-	sc, ok := c.w.(syscall.Conn)
+	tw, ok := c.w.(interface{ TryWrite([]byte) (int, error) })
 	if !ok {
 		return line, nil // no way to know whether it would block
 	}
-	raw, err := sc.SyscallConn()
+	n, err := tw.TryWrite(line)
 	if err != nil {
-		return line, nil // the goroutine's Write reports it
-	}
-	var n int
-	var werr error
-	err = raw.Write(func(fd uintptr) bool {
-		n, werr = syscall.Write(int(fd), line)
-		return true // one attempt: the caller does not wait for room
-	})
-	switch {
-	case err != nil:
 		return nil, err
-	case errors.Is(werr, syscall.EAGAIN):
-		return line, nil
-	case werr != nil:
-		return nil, werr
-	case n < 0:
-		return line, nil
 	}
 	return line[n:], nil
 }

@@ -133,3 +133,34 @@ func expectCancelled(t *testing.T, f *fakeStdio, id, what string) {
 		t.Errorf("%s: no notifications/cancelled for %s", what, id)
 	}
 }
+
+// TestStartRawTimeoutSweep: the calls StartRaw starts share one timer
+// (expiry.go), which ends a call no sooner than its timeout, keeps ticking
+// while a call is pending though none starts, stops when nothing is
+// pending, and is armed again by the next call.
+func TestStartRawTimeoutSweep(t *testing.T) {
+	checkLeaks(t)
+	opts := fastOptions()
+	opts.CallTimeout = 80 * time.Millisecond // ticks of minSweepTick
+	u, fakes := rawUpstream(t, opts, func(f *fakeStdio) {
+		f.onRaw = func(*fakeStdio, []byte) {} // never answers
+	})
+	<-fakes
+	u.mu.Lock()
+	c := u.raw.(*stdioConn)
+	u.mu.Unlock()
+	for i := range 2 {
+		began := time.Now()
+		_, out := startRaw(t, u)
+		if err := outcome(t, out); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("call %d = %v, want ErrTimeout", i, err)
+		}
+		if took := time.Since(began); took < opts.CallTimeout {
+			t.Errorf("call %d timed out after %s, before its timeout of %s", i, took, opts.CallTimeout)
+		}
+		waitFor(t, 5*time.Second, "the sweep to stop", func() bool { return c.expiry.state.Load() == expiryIdle })
+	}
+	if u.InFlight() != 0 {
+		t.Errorf("%d calls in flight after every call ended", u.InFlight())
+	}
+}

@@ -66,6 +66,8 @@ type stdioConn struct {
 	closeErr  error
 	notifying sync.WaitGroup // cancellation notifications being written
 	writers   sync.WaitGroup // requests being written by writeAsync's goroutines
+
+	expiry *expiry // the timeouts of StartRaw's calls
 }
 
 var (
@@ -74,7 +76,9 @@ var (
 )
 
 func newStdioConn(r io.ReadCloser, w io.WriteCloser, max int) *stdioConn {
-	return &stdioConn{r: r, w: w, br: bufio.NewReaderSize(r, min(stdioReadBuffer, max+1)), max: max, pending: map[uint64]*rawCall{}}
+	c := &stdioConn{r: r, w: w, br: bufio.NewReaderSize(r, min(stdioReadBuffer, max+1)), max: max, pending: map[uint64]*rawCall{}}
+	c.expiry = newExpiry(c)
+	return c
 }
 
 // Connect returns the connection itself: a client connects once.
@@ -245,6 +249,7 @@ func (c *stdioConn) write(line []byte) error {
 func (c *stdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.fail(errConnClosed)
+		c.expiry.stop()
 		c.closeErr = errors.Join(c.r.Close(), c.w.Close())
 		c.notifying.Wait()
 		c.writers.Wait()

@@ -155,6 +155,8 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if *toolset != "" {
 			ctx = gateway.WithToolset(ctx, *toolset)
 		}
+		stdin, stdout, closeStdio := rawStdio(stdin, stdout, logger)
+		defer closeStdio()
 		if err := gw.ServeStdio(ctx, stdin, stdout); err != nil {
 			return 1
 		}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -120,7 +121,7 @@ audit: { file: %q, arguments: full }
 		t.Fatal(err)
 	}
 	g := launch(t, []string{"serve", "--stdio", "--config", cfg}, inR, func(cmd *exec.Cmd) { cmd.Stdout = outW })
-	inR.Close()
+	defer inR.Close() // kept to see the mode the gateway leaves its stdin in
 	outW.Close()
 	c := newLineConn(t, outR, inW)
 	c.initialize()
@@ -161,6 +162,15 @@ audit: { file: %q, arguments: full }
 	if !strings.Contains(g.logs.String(), `"path":"raw"`) {
 		t.Errorf("no raw call in the debug log:\n%s", g.logs.String())
 	}
+	// Its stdin and stdout are pipes of their own: it read and wrote them
+	// with direct system calls (internal/rawio), and gave the shared open
+	// file its blocking mode back at the end.
+	if !strings.Contains(g.logs.String(), "stdio: direct system calls on stdin and stdout") {
+		t.Errorf("stdin and stdout were not read and written directly:\n%s", g.logs.String())
+	}
+	if nonblocking(t, inR) {
+		t.Error("the gateway left its stdin in non-blocking mode")
+	}
 	var rec map[string]any
 	for _, r := range readAudit(t, auditFile) {
 		if r["name"] == "fx__test_tool_with_progress" && r["outcome"] == "ok" {
@@ -173,4 +183,20 @@ audit: { file: %q, arguments: full }
 	if rec["result_bytes"] != float64(len(got["result"])) || rec["upstream_name"] != "test_tool_with_progress" || rec["decision"] != "allow" {
 		t.Errorf("audit record %v (result %d bytes)", rec, len(got["result"]))
 	}
+}
+
+// nonblocking reports whether f's open file is in non-blocking mode,
+// without changing it (as f.Fd would).
+func nonblocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags uintptr
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) { flags, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0) }); err != nil || errno != 0 {
+		t.Fatalf("fcntl: %v %v", err, errno)
+	}
+	return flags&syscall.O_NONBLOCK != 0
 }

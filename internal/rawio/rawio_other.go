@@ -1,0 +1,18 @@
+//go:build !linux
+
+package rawio
+
+import "os"
+
+// File is not available on this system: New and Stdio always return
+// ErrUnsupported.
+type File struct{ *os.File }
+
+// New returns ErrUnsupported on this system.
+func New(*os.File) (*File, error) { return nil, ErrUnsupported }
+
+// Stdio returns ErrUnsupported on this system.
+func Stdio(int, string) (*File, error) { return nil, ErrUnsupported }
+
+// TryWrite is never called: no File exists on this system.
+func (f *File) TryWrite([]byte) (int, error) { return 0, nil }
