@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -308,6 +309,81 @@ func TestForwardStreamsBothWaysWithAHop(t *testing.T) {
 	rest, _ := io.ReadAll(resp.Body)
 	if string(rest) != "data: two\n\n" {
 		t.Errorf("then %q", rest)
+	}
+}
+
+// TestForwardIsFullDuplex: the owner may answer before it has read the
+// whole request body (an SSE stream whose first event comes before the
+// client has sent the rest); the forward carries the rest of the body to
+// the owner after the answer has begun, and the answer through to its end.
+// Without full duplex, net/http at the entry replica would read the rest
+// of the body itself when the answer starts, waiting for a client that
+// waits for the answer.
+func TestForwardIsFullDuplex(t *testing.T) {
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The owner, too, answers before it has read its body.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		first := make([]byte, len("hello "))
+		if _, err := io.ReadFull(r.Body, first); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", first)
+		w.(http.Flusher).Flush()
+		rest, err := io.ReadAll(r.Body)
+		if err != nil {
+			fmt.Fprintf(w, "data: error %v\n\n", err)
+			return
+		}
+		fmt.Fprintf(w, "data: %s\n\n", rest)
+	}))
+	defer owner.Close()
+	n, err := NewNode(mustKeys(t, secretA), "127.0.0.1:1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Forward(w, r, strings.TrimPrefix(owner.URL, "http://"), func(w http.ResponseWriter) { http.Error(w, "gone", http.StatusNotFound) })
+	}))
+	defer entry.Close()
+
+	body, send := io.Pipe()
+	defer send.Close() // ends a forward left waiting when the test fails
+	req, _ := http.NewRequest(http.MethodPost, entry.URL+"/mcp", body)
+	answered := make(chan *http.Response, 1)
+	failed := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			failed <- err
+			return
+		}
+		answered <- resp
+	}()
+	if _, err := io.WriteString(send, "hello "); err != nil {
+		t.Fatal(err)
+	}
+	var resp *http.Response
+	select {
+	case resp = <-answered:
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer before the rest of the body was sent: the forward is not full duplex")
+	}
+	defer resp.Body.Close()
+	events := bufio.NewReader(resp.Body)
+	if line, err := events.ReadString('\n'); err != nil || line != "data: hello \n" {
+		t.Fatalf("first event %q, %v", line, err)
+	}
+	if _, err := io.WriteString(send, "world"); err != nil {
+		t.Fatalf("sending the rest of the body after the answer began: %v", err)
+	}
+	send.Close()
+	rest, _ := io.ReadAll(events)
+	if got := string(rest); got != "\ndata: world\n\n" {
+		t.Errorf("then %q, want the rest of the body echoed", got)
 	}
 }
 
