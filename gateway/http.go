@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
-	"github.com/manifold-mcp/manifold/internal/rawio"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
@@ -201,7 +200,6 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
 	}
 	tls := g.current().cfg.Gateway.TLS
-	ln = rawio.Listener{Listener: ln} // reads and writes without sysmon wake-ups (internal/rawio)
 	errc := make(chan error, 1)
 	go func() {
 		if tls.CertFile != "" {
