@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/mcpx"
+	"github.com/manifold-mcp/manifold/internal/rawio"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
@@ -200,6 +201,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
 	}
 	tls := g.current().cfg.Gateway.TLS
+	ln = rawio.Listener{Listener: ln} // reads and writes without sysmon wake-ups (internal/rawio)
 	errc := make(chan error, 1)
 	go func() {
 		if tls.CertFile != "" {

@@ -1,20 +1,22 @@
-// Package rawio reads and writes the pipes of the stdio data path (the
-// gateway's own stdin and stdout, and its stdio upstreams' pipes) with the
-// read and write system calls made directly on non-blocking descriptors,
-// waiting for readiness in the runtime's network poller when they would
-// block.
+// Package rawio reads and writes the descriptors of the data path (the
+// stdio pipes: the gateway's own stdin and stdout, its stdio upstreams'
+// pipes; and the HTTP front's connections) with the read and write system
+// calls made directly on non-blocking descriptors, waiting for readiness
+// in the runtime's network poller when they would block.
 //
-// Why: an *os.File's Read and Write enter the runtime's system-call state
-// for every call. That wakes the runtime's monitor thread (sysmon) whenever
-// it sleeps, and a blocking read of stdin keeps a processor "in a system
-// call" between messages, which keeps that thread polling every 20 µs and
-// handing processors to other threads. On the stdio fast path, where a call
-// is four system calls, those wake-ups cost more than the gateway's own
-// work (docs/architecture.md, The stdio fast path). A read or write of a
-// non-blocking pipe never waits in the kernel, so it needs none of that.
+// Why: an *os.File's or a net.Conn's Read and Write enter the runtime's
+// system-call state for every call. That wakes the runtime's monitor
+// thread (sysmon) whenever it sleeps, which it does between the calls of
+// a lightly loaded gateway; and a blocking read of stdin keeps a processor
+// "in a system call" between messages, which keeps that thread polling
+// every 20 µs and handing processors to other threads. At one session
+// those wake-ups cost more than the gateway's own work on a call
+// (docs/architecture.md, Direct system calls). A read or write of a
+// non-blocking descriptor never waits in the kernel, so it needs none of
+// that.
 //
-// On systems other than Linux, New and Stdio return ErrUnsupported and the
-// callers keep their *os.File.
+// On systems other than Linux, New and Stdio return ErrUnsupported and
+// NewConn returns the connection as it is.
 package rawio
 
 import "errors"

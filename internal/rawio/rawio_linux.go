@@ -74,54 +74,10 @@ func Stdio(fd int, name string) (*File, error) {
 
 // Read reads up to len(p) bytes, waiting in the poller until some are
 // there; at the end of the input it returns io.EOF.
-func (f *File) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	var n int
-	var errno syscall.Errno
-	err := f.rc.Read(func(fd uintptr) bool {
-		n, errno = sysRW(syscall.SYS_READ, fd, p)
-		return errno != syscall.EAGAIN
-	})
-	switch {
-	case err != nil:
-		return 0, f.failed("read", err)
-	case errno != 0:
-		return 0, f.failed("read", errno)
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
+func (f *File) Read(p []byte) (int, error) { return read(f.rc, p, f.failed) }
 
 // Write writes all of p, waiting in the poller while the pipe is full.
-func (f *File) Write(p []byte) (int, error) {
-	done := 0
-	var errno syscall.Errno
-	err := f.rc.Write(func(fd uintptr) bool {
-		for done < len(p) {
-			n, e := sysRW(syscall.SYS_WRITE, fd, p[done:])
-			switch e {
-			case 0:
-				done += n
-			case syscall.EAGAIN:
-				return false
-			default:
-				errno = e
-				return true
-			}
-		}
-		return true
-	})
-	switch {
-	case err != nil:
-		return done, f.failed("write", err)
-	case errno != 0:
-		return done, f.failed("write", errno)
-	}
-	return done, nil
-}
+func (f *File) Write(p []byte) (int, error) { return write(f.rc, p, f.failed) }
 
 // TryWrite makes one attempt to write p and returns how much the pipe
 // took: 0 and no error when it is full. It never waits.
@@ -163,6 +119,61 @@ func (f *File) Close() error {
 		_ = f.rc.Control(func(fd uintptr) { _ = syscall.SetNonblock(int(fd), false) })
 	}
 	return f.f.Close()
+}
+
+// read reads into p from rc's descriptor once some bytes are there,
+// waiting in the poller meanwhile (and honouring rc's deadlines, which end
+// the wait); at the end of the input it returns io.EOF. fail makes the
+// error of a failed read.
+func read(rc syscall.RawConn, p []byte, fail func(op string, err error) error) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var errno syscall.Errno
+	err := rc.Read(func(fd uintptr) bool {
+		n, errno = sysRW(syscall.SYS_READ, fd, p)
+		return errno != syscall.EAGAIN
+	})
+	switch {
+	case err != nil:
+		return 0, fail("read", err)
+	case errno != 0:
+		return 0, fail("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// write writes all of p to rc's descriptor, waiting in the poller while
+// it would block; it returns how much it wrote. fail makes the error of a
+// failed write.
+func write(rc syscall.RawConn, p []byte, fail func(op string, err error) error) (int, error) {
+	done := 0
+	var errno syscall.Errno
+	err := rc.Write(func(fd uintptr) bool {
+		for done < len(p) {
+			n, e := sysRW(syscall.SYS_WRITE, fd, p[done:])
+			switch e {
+			case 0:
+				done += n
+			case syscall.EAGAIN:
+				return false
+			default:
+				errno = e
+				return true
+			}
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return done, fail("write", err)
+	case errno != 0:
+		return done, fail("write", errno)
+	}
+	return done, nil
 }
 
 // sysRW is one read or write system call on fd, made without entering the

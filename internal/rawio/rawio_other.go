@@ -2,7 +2,10 @@
 
 package rawio
 
-import "os"
+import (
+	"net"
+	"os"
+)
 
 // File is not available on this system: New and Stdio always return
 // ErrUnsupported.
@@ -16,3 +19,9 @@ func Stdio(int, string) (*File, error) { return nil, ErrUnsupported }
 
 // TryWrite is never called: no File exists on this system.
 func (f *File) TryWrite([]byte) (int, error) { return 0, nil }
+
+// NewConn returns c itself on this system.
+func NewConn(c net.Conn) net.Conn { return c }
+
+// Listener accepts connections as they are on this system.
+type Listener struct{ net.Listener }
