@@ -17,6 +17,7 @@ import (
 	"github.com/manifold-mcp/manifold/gateway"
 	"github.com/manifold-mcp/manifold/internal/audit"
 	"github.com/manifold-mcp/manifold/internal/authn"
+	"github.com/manifold-mcp/manifold/internal/rawio"
 	"github.com/manifold-mcp/manifold/internal/telemetry"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -155,8 +156,12 @@ func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if *toolset != "" {
 			ctx = gateway.WithToolset(ctx, *toolset)
 		}
-		stdin, stdout, closeStdio := rawStdio(stdin, stdout, logger)
-		defer closeStdio()
+		// Direct system calls on stdin and stdout (internal/rawio says why).
+		stdin, stdout, restore, raw := rawio.Standard(stdin, stdout)
+		defer restore()
+		if raw != "" {
+			logger.Debug("stdio: direct system calls on " + raw)
+		}
 		if err := gw.ServeStdio(ctx, stdin, stdout); err != nil {
 			return 1
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/manifold-mcp/manifold/internal/rawio"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,7 +30,12 @@ func (nopWriteCloser) Close() error { return nil }
 // ServeStdio serves s on stdin and stdout until stdin ends or ctx is done,
 // which both return nil; stdout is never closed. For the small servers in
 // this repository (demo, fixture).
+// The process's own stdin is read through the runtime's poller whenever it
+// can be (rawio.Standard, which says why): never with a read that blocks
+// in the kernel.
 func ServeStdio(ctx context.Context, s *mcp.Server, stdin io.Reader, stdout io.Writer) error {
+	stdin, stdout, restore, _ := rawio.Standard(stdin, stdout)
+	defer restore()
 	rc, ok := stdin.(io.ReadCloser)
 	if !ok {
 		rc = io.NopCloser(stdin)

@@ -72,6 +72,26 @@ func Stdio(fd int, name string) (*File, error) {
 	return rf, nil
 }
 
+// Reopen returns a File that reads fd, a pipe or a terminal, through an
+// open file of its own: fd's entry in /proc/self/fd opened anew, in
+// non-blocking mode, so that fd's own open file, and whoever shares it (a
+// stderr joined to it), stays in blocking mode. A socket, a regular file
+// (whose reads never wait), or a system without /proc is ErrUnsupported.
+func Reopen(fd int, name string) (*File, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("rawio: %s: %w", name, err)
+	}
+	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFIFO && kind != syscall.S_IFCHR {
+		return nil, ErrUnsupported
+	}
+	own, err := syscall.Open(fmt.Sprintf("/proc/self/fd/%d", fd), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, ErrUnsupported
+	}
+	return New(os.NewFile(uintptr(own), name))
+}
+
 // Read reads up to len(p) bytes, waiting in the poller until some are
 // there; at the end of the input it returns io.EOF.
 func (f *File) Read(p []byte) (int, error) { return read(f.rc, p, f.failed) }

@@ -7,7 +7,7 @@ import (
 	"os"
 )
 
-// File is not available on this system: New and Stdio always return
+// File is not available on this system: New, Stdio and Reopen always return
 // ErrUnsupported.
 type File struct{ *os.File }
 
@@ -16,6 +16,9 @@ func New(*os.File) (*File, error) { return nil, ErrUnsupported }
 
 // Stdio returns ErrUnsupported on this system.
 func Stdio(int, string) (*File, error) { return nil, ErrUnsupported }
+
+// Reopen returns ErrUnsupported on this system.
+func Reopen(int, string) (*File, error) { return nil, ErrUnsupported }
 
 // TryWrite is never called: no File exists on this system.
 func (f *File) TryWrite([]byte) (int, error) { return 0, nil }

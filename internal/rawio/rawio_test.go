@@ -167,6 +167,55 @@ func TestStdio(t *testing.T) {
 	}
 }
 
+// TestReopen: Reopen reads a blocking pipe (a stdin shared with stderr,
+// say) through an open file of its own, non-blocking, and leaves the
+// pipe's own open file blocking: the data arrives, then the end. A regular
+// file and a socket are not taken.
+func TestReopen(t *testing.T) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	in, err := Reopen(fds[0], "stdin")
+	if err != nil {
+		t.Fatalf("Reopen(pipe) = %v", err)
+	}
+	defer in.Close()
+	if nonblocking(t, fds[0]) {
+		t.Error("Reopen put the shared descriptor in non-blocking mode")
+	}
+	if _, err := syscall.Write(fds[1], []byte("line\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if n, err := in.Read(buf); err != nil || string(buf[:n]) != "line\n" {
+		t.Errorf("Read = %q, %v", buf[:n], err)
+	}
+	syscall.Close(fds[1])
+	if n, err := in.Read(buf); n != 0 || err != io.EOF {
+		t.Errorf("Read after the writer closed = %d, %v; want io.EOF", n, err)
+	}
+
+	file, err := os.Create(filepath.Join(t.TempDir(), "input"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := Reopen(int(file.Fd()), "file"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Reopen(regular file) = %v, want ErrUnsupported", err)
+	}
+	sp, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(sp[0])
+	defer syscall.Close(sp[1])
+	if _, err := Reopen(sp[0], "socket"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Reopen(socket) = %v, want ErrUnsupported", err)
+	}
+}
+
 func nonblocking(t *testing.T, fd int) bool {
 	t.Helper()
 	flags, err := fcntl(uintptr(fd), syscall.F_GETFL, 0)

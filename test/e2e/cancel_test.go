@@ -239,14 +239,7 @@ func connectHTTPClient(t *testing.T, g *gatewayProc, dk downstreamKind) *cancelC
 // go-sdk client to it over its stdin and stdout.
 func startStdioClient(t *testing.T, cfg string) (*gatewayProc, *cancelClient) {
 	t.Helper()
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW, outR, outW := stdioPipes(t)
 	g := launch(t, []string{"serve", "--stdio", "--config", cfg}, inR, func(cmd *exec.Cmd) { cmd.Stdout = outW })
 	inR.Close()
 	outW.Close()

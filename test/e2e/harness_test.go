@@ -133,6 +133,21 @@ func serving(t *testing.T, g *gatewayProc) *gatewayProc {
 	return g
 }
 
+// stdioPipes returns two pipes for a gateway's stdin (inR, which the
+// gateway reads, and inW) and stdout (outR, outW, which it writes).
+func stdioPipes(t *testing.T) (inR, inW, outR, outW *os.File) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inR, inW, outR, outW
+}
+
 // launch starts the binary with args; stdin, when non-nil, is its stdin.
 // Each setup function may adjust the command first (its stdout, say).
 func launch(t *testing.T, args []string, stdin io.Reader, setup ...func(*exec.Cmd)) *gatewayProc {

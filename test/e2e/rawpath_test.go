@@ -112,14 +112,7 @@ gateway:
   log: { level: debug }
 audit: { file: %q, arguments: full }
 `, fixture, auditFile))
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW, outR, outW := stdioPipes(t)
 	g := launch(t, []string{"serve", "--stdio", "--config", cfg}, inR, func(cmd *exec.Cmd) { cmd.Stdout = outW })
 	defer inR.Close() // kept to see the mode the gateway leaves its stdin in
 	outW.Close()
@@ -199,4 +192,76 @@ func nonblocking(t *testing.T, f *os.File) bool {
 		t.Fatalf("fcntl: %v %v", err, errno)
 	}
 	return flags&syscall.O_NONBLOCK != 0
+}
+
+// TestStdioSharedStderr: `serve --stdio` whose stdout and stderr are one
+// pipe (2>&1) cannot put that pipe in non-blocking mode (its log lines on
+// stderr would meet EAGAIN), but still reads its stdin through the poller,
+// never with a read that blocks in the kernel (internal/rawio, Standard):
+// through an open file of its own, which leaves the shared one blocking.
+// Calls are served, and the end of stdin still ends the gateway.
+func TestStdioSharedStderr(t *testing.T) {
+	fixture := fixtureBinary(t)
+	cfg := writeConfig(t, fmt.Sprintf(`
+mcpServers:
+  fx:
+    command: %q
+    args: ["--stdio"]
+gateway:
+  log: { level: debug }
+`, fixture))
+	inR, inW, outR, outW := stdioPipes(t)
+	cmd := exec.Command(binary, "serve", "--stdio", "--config", cfg)
+	cmd.Dir = repo
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	})
+	defer inR.Close()
+	defer outW.Close() // kept to see the mode the gateway leaves them in
+
+	c := newLineConn(t, outR, inW)
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e-raw","version":"1"}}}`)
+	_, seen := c.until("0") // log lines and notifications, from the start
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	var got map[string]json.RawMessage
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		c.send(progressCall("fx__test_tool_with_progress"))
+		var before []map[string]json.RawMessage
+		got, before = c.until("1")
+		seen = append(seen, before...)
+		if got["error"] == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got["result"] == nil {
+		t.Fatalf("no result: %s", got["error"])
+	}
+	inW.Close()
+	select {
+	case <-done:
+		done <- nil // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not exit after its input ended")
+	}
+	var how string
+	for _, m := range seen {
+		if msg := string(m["msg"]); strings.HasPrefix(msg, `"stdio: direct system calls on`) {
+			how = msg
+		}
+	}
+	if how != `"stdio: direct system calls on stdin"` {
+		t.Errorf("log says %s, want stdin alone read directly", how)
+	}
+	if nonblocking(t, inR) || nonblocking(t, outW) {
+		t.Error("the gateway left its stdin or its shared stdout non-blocking")
+	}
 }
