@@ -41,7 +41,10 @@ func RunGuard(args []string, stderr io.Writer) int {
 		return 127
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		awaitExit(cmd.Process.Pid) // exitwait.go
+		exited <- cmd.Wait()
+	}()
 
 	group := syscall.Getpgrp()
 	orphaned := time.NewTicker(250 * time.Millisecond)

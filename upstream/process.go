@@ -94,6 +94,7 @@ func startProcess(cfg config.Server, guard string, logger *zap.Logger) (*process
 		logStderr(errR, logger)
 	}()
 	go func() {
+		awaitExit(cmd.Process.Pid) // not a waitid that blocks (exitwait.go)
 		p.err = cmd.Wait()
 		// stderr ends when every holder of its write end has exited; a
 		// grandchild may keep it open, so do not wait for it forever.
