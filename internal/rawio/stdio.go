@@ -9,13 +9,15 @@ import (
 // descriptors reads and writes them, when they are os.Stdin and os.Stdout,
 // and raw names those it reads or writes as Files ("" when none):
 //
-//   - "stdin and stdout": both are pipes or sockets, each a file of its
-//     own, and are read and written as Stdio's Files;
+//   - "stdin and stdout": both are pipes or sockets, neither the same file
+//     as stderr, and are read and written as Stdio's Files (one socket
+//     may serve as both: then both Files share its non-blocking mode, and
+//     the process's os.Stdin and os.Stdout must not be used meanwhile);
 //   - "stdin": stdin is a pipe or a terminal that cannot be put in
-//     non-blocking mode itself, because it shares its open file with
-//     stdout or stderr (a stderr joined to it would see that mode, and its
-//     *os.File does not expect it); it is read through an open file of its
-//     own (Reopen) and stdout is left as it is;
+//     non-blocking mode itself, because stdin or stdout shares its open
+//     file with stderr (stderr's *os.File, which the logs write to, does
+//     not expect that mode); stdin is read through an open file of its own
+//     (Reopen) and stdout is left as it is;
 //   - "": anything else (a socket shared with stderr, a regular file, a
 //     reader that is not the process's stdin), returned as it is.
 //
@@ -34,7 +36,7 @@ func Standard(stdin io.Reader, stdout io.Writer) (in io.Reader, out io.Writer, r
 	if stdin != io.Reader(os.Stdin) || stdout != io.Writer(os.Stdout) {
 		return stdin, stdout, nothing, ""
 	}
-	if distinctFiles(os.Stdin, os.Stdout, os.Stderr) {
+	if distinctFiles(os.Stdin, os.Stderr) && distinctFiles(os.Stdout, os.Stderr) {
 		if rin, err := Stdio(0, "stdin"); err == nil {
 			if rout, err := Stdio(1, "stdout"); err == nil {
 				return rin, rout, func() {

@@ -201,15 +201,7 @@ func nonblocking(t *testing.T, f *os.File) bool {
 // through an open file of its own, which leaves the shared one blocking.
 // Calls are served, and the end of stdin still ends the gateway.
 func TestStdioSharedStderr(t *testing.T) {
-	fixture := fixtureBinary(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
-mcpServers:
-  fx:
-    command: %q
-    args: ["--stdio"]
-gateway:
-  log: { level: debug }
-`, fixture))
+	cfg := fixtureDebugConfig(t)
 	inR, inW, outR, outW := stdioPipes(t)
 	cmd := exec.Command(binary, "serve", "--stdio", "--config", cfg)
 	cmd.Dir = repo
@@ -231,20 +223,7 @@ gateway:
 	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e-raw","version":"1"}}}`)
 	_, seen := c.until("0") // log lines and notifications, from the start
 	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	var got map[string]json.RawMessage
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		c.send(progressCall("fx__test_tool_with_progress"))
-		var before []map[string]json.RawMessage
-		got, before = c.until("1")
-		seen = append(seen, before...)
-		if got["error"] == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if got["result"] == nil {
-		t.Fatalf("no result: %s", got["error"])
-	}
+	seen = append(seen, c.callServed()...)
 	inW.Close()
 	select {
 	case <-done:
@@ -263,5 +242,73 @@ gateway:
 	}
 	if nonblocking(t, inR) || nonblocking(t, outW) {
 		t.Error("the gateway left its stdin or its shared stdout non-blocking")
+	}
+}
+
+// TestStdioOneSocket: `serve --stdio` whose stdin and stdout are one
+// socket (as a host with a socketpair gives them) reads and writes it with
+// direct system calls (internal/rawio, Standard): calls are served, the
+// end of its input ends it, and the socket is blocking again afterwards.
+func TestStdioOneSocket(t *testing.T) {
+	cfg := fixtureDebugConfig(t)
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "client"), os.NewFile(uintptr(fds[1]), "gateway")
+	defer ours.Close()
+	defer theirs.Close() // kept to see the mode the gateway leaves it in
+	g := launch(t, []string{"serve", "--stdio", "--config", cfg}, theirs, func(cmd *exec.Cmd) { cmd.Stdout = theirs })
+
+	c := newLineConn(t, ours, ours)
+	c.initialize()
+	c.callServed()
+	if err := syscall.Shutdown(fds[0], syscall.SHUT_WR); err != nil { // the end of its input
+		t.Fatal(err)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not exit after its input ended")
+	}
+	if !strings.Contains(g.logs.String(), "stdio: direct system calls on stdin and stdout") {
+		t.Errorf("the socket was not read and written directly:\n%s", g.logs.String())
+	}
+	if nonblocking(t, theirs) {
+		t.Error("the gateway left its socket non-blocking")
+	}
+}
+
+// fixtureDebugConfig writes a config with the fixture as upstream fx and
+// debug logs.
+func fixtureDebugConfig(t *testing.T) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`
+mcpServers:
+  fx:
+    command: %q
+    args: ["--stdio"]
+gateway:
+  log: { level: debug }
+`, fixtureBinary(t)))
+}
+
+// callServed calls fx's progress tool as id 1 until it is served (the
+// first call may come before the fixture is listed), and returns the
+// messages before the result.
+func (c *lineConn) callServed() []map[string]json.RawMessage {
+	c.t.Helper()
+	var seen []map[string]json.RawMessage
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		c.send(progressCall("fx__test_tool_with_progress"))
+		got, before := c.until("1")
+		seen = append(seen, before...)
+		if got["result"] != nil {
+			return seen
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no result: %s", got["error"])
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
