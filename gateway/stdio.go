@@ -43,6 +43,16 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 	defer front.close()
 	pr, pw := io.Pipe()
 	defer pr.Close()
+
+	t := &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: max + 1}
+	// The session's handlers run in this context: it names the principal.
+	ss, err := g.server.Connect(context.WithValue(ctx, localKey{}, true), t, nil)
+	if err != nil {
+		return fmt.Errorf("stdio: %w", err)
+	}
+	// The client's lines are read only once the raw path knows the
+	// session: a call read before would find no session, and go to the SDK.
+	front.ss.Store(ss)
 	go func() {
 		err := g.filterLines(r, pw, out, max, front)
 		// The client's input has ended: its raw calls are cancelled (and
@@ -51,14 +61,6 @@ func (g *Gateway) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) erro
 		front.close()
 		pw.CloseWithError(err)
 	}()
-
-	t := &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}, MaxLineLength: max + 1}
-	// The session's handlers run in this context: it names the principal.
-	ss, err := g.server.Connect(context.WithValue(ctx, localKey{}, true), t, nil)
-	if err != nil {
-		return fmt.Errorf("stdio: %w", err)
-	}
-	front.ss.Store(ss)
 	done := make(chan error, 1)
 	go func() { done <- ss.Wait() }()
 	select {
