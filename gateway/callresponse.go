@@ -18,8 +18,9 @@ import (
 // notification, a server→client request), as the transport allows: each
 // message is then one event, without an id (a 2026-07-28 stream is not
 // resumable, and the gateway stores no events). The relay writes from the
-// upstream's read loop while the call's goroutine waits, hence the lock;
-// after the result nothing more is written.
+// upstream's side (its notification queue, or a raw call's stream) while
+// the call's goroutine waits, hence the lock; after the result nothing
+// more is written.
 type callResponse struct {
 	// ids, when not nil, is the session's, where ask awaits the client's
 	// answers (streamableask.go).

@@ -56,9 +56,8 @@ type origin struct {
 	mu   sync.Mutex // orders relayed notifications before the end of the call
 	done bool
 	// settle: the caller asked for progress or logs, so the end of the call
-	// waits for those the SDK has read but not yet delivered (see below).
-	settle    bool
-	delivered atomic.Int64 // notifications relayed, for settling
+	// waits for those the upstream sent before its answer (see end).
+	settle bool
 }
 
 // client returns the capabilities and protocol version of o's client.
@@ -69,16 +68,12 @@ func (o *origin) client() (*mcp.ClientCapabilities, string) {
 	return o.caps, o.version
 }
 
-// Settling: the go-sdk hands a response to the caller before the
-// notifications it read just ahead of it have run their handlers, so a
-// server's last progress or log message before its result would be dropped
-// as late. A call whose client asked for progress or logs therefore waits,
-// before it returns, until nothing has been relayed for settleQuiet (at
-// most settleMax).
-const (
-	settleQuiet = 3 * time.Millisecond
-	settleMax   = 25 * time.Millisecond
-)
+// settleMax bounds how long the end of a call waits for the notifications
+// its upstream sent before the answer to be relayed (upstream.Settle).
+// They are normally relayed already, or within microseconds; the bound is
+// for a client so slow that relaying to it blocks, which must not hold up
+// the answers of others for long.
+const settleMax = time.Second
 
 // flights is the registry of calls in flight, per upstream and by progress
 // token. Each upstream has its own lock, so calls to different upstreams do
@@ -217,15 +212,7 @@ func (f *flights) end(o *origin) {
 		o.settle = true
 	}
 	if o.settle {
-		deadline := time.Now().Add(settleMax)
-		for n := o.delivered.Load(); time.Now().Before(deadline); {
-			time.Sleep(settleQuiet)
-			m := o.delivered.Load()
-			if m == n {
-				break
-			}
-			n = m
-		}
+		o.up.Settle(settleMax)
 	}
 	o.mu.Lock()
 	o.done = true
@@ -486,14 +473,13 @@ func (r relay) Progress(from *upstream.Upstream, p *mcp.ProgressNotificationPara
 	if o.done {
 		return
 	}
-	o.delivered.Add(1)
 	fwd := *p
 	if bc := bridgedOf(o); bc != nil {
 		r.g.note(bc, heldNote{progress: &fwd}) // to the round serving it (bridgenotes.go)
 		return
 	}
 	fwd.ProgressToken = o.progress
-	// Never block the upstream's read loop for long on a slow client.
+	// Never hold up the upstream's notification queue for long on a slow client.
 	var err error
 	if o.sink != nil {
 		err = o.sink.notify("notifications/progress", &fwd)
@@ -538,7 +524,6 @@ func (r relay) Log(from *upstream.Upstream, p *mcpx.LoggingMessageParams) {
 		if o.done {
 			return
 		}
-		o.delivered.Add(1)
 		if bc := bridgedOf(o); bc != nil {
 			r.g.note(bc, heldNote{log: &fwd}) // to the round serving it (bridgenotes.go)
 			return
@@ -556,7 +541,7 @@ func (r relay) Log(from *upstream.Upstream, p *mcpx.LoggingMessageParams) {
 	if r.g.flights.busy(from) || r.g.perClient.dedicatedOf(from) != nil {
 		return
 	}
-	// Bounded: this runs in the upstream's read loop.
+	// Bounded: this runs on the upstream's notification queue.
 	ctx, cancel := context.WithTimeout(r.g.life.Context(), notifyTimeout)
 	defer cancel()
 	r.g.flights.levels.Range(func(k, v any) bool {

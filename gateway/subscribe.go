@@ -229,7 +229,7 @@ func (r relay) ResourceUpdated(from *upstream.Upstream, p *mcp.ResourceUpdatedNo
 		meta[onlyForKey] = only
 		fwd.Meta = meta
 	}
-	// Asynchronous: this runs in the upstream's read loop. Once Close has
+	// Asynchronous: this runs on the upstream's notification queue. Once Close has
 	// begun there are no sessions left to deliver to.
 	r.g.life.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"sync"
 
 	"github.com/manifold-mcp/manifold/internal/envelope"
@@ -73,7 +74,6 @@ func (h *httpRaw) serverMessage(req *jsonrpc.Request, s *serverRequests) {
 		}
 		return
 	}
-	r := u.opts.Relay
 	switch req.Method {
 	case "notifications/cancelled":
 		var p mcp.CancelledParams
@@ -88,6 +88,24 @@ func (h *httpRaw) serverMessage(req *jsonrpc.Request, s *serverRequests) {
 		u.listChangedUnlessNoLists(kindPrompts)
 	case "notifications/resources/list_changed":
 		u.listChangedUnlessNoLists(kindResources)
+	default:
+		u.relayNote(req)
+	}
+}
+
+// relayNote passes a notification the server sent toward a client on to
+// Options.Relay (see relayed); others, and malformed ones, are dropped. A
+// panic in the relay is logged, never passed on: it would stop the stream
+// or the noteQueue it runs on.
+func (u *Upstream) relayNote(req *jsonrpc.Request) {
+	r := u.opts.Relay
+	defer func() {
+		if p := recover(); p != nil {
+			u.log.Error("panic relaying a notification", zap.String(keyMethod, req.Method),
+				zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+		}
+	}()
+	switch req.Method {
 	case "notifications/progress":
 		if p := decodeParams[mcp.ProgressNotificationParams](r, req); p != nil {
 			r.Progress(u, p)

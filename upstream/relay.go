@@ -12,8 +12,10 @@ import (
 // server→client requests and the notifications that belong to a client.
 // The gateway implements it; the upstream package knows nothing of client
 // sessions. Requests block until answered, and their ctx ends when the
-// server cancels them. Notification methods run in the connection's read
-// loop and must not block.
+// server cancels them. Notification methods of one connection run one at a
+// time, in the order the server sent them, and before Settle returns for a
+// call answered after them (notes.go); they must not block for long, since
+// the notifications behind them wait.
 type Relay interface {
 	CreateMessage(ctx context.Context, from *Upstream, p *mcpx.CreateMessageWithToolsParams) (*mcpx.CreateMessageWithToolsResult, error)
 	Elicit(ctx context.Context, from *Upstream, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
@@ -59,7 +61,9 @@ func (u *Upstream) relayRequests(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // relayNotifications sets the handlers of o that pass notifications on to
-// Options.Relay.
+// Options.Relay. They run only for connections the SDK reads alone (the
+// standalone stream of streamable HTTP); the others queue them
+// (withNoteQueue).
 func (u *Upstream) relayNotifications(o *mcp.ClientOptions) {
 	r := u.opts.Relay
 	if r == nil {

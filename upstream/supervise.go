@@ -97,7 +97,7 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 		}
 	})
 	client := u.newClient()
-	cs, err := client.Connect(cctx, conn.transport, nil)
+	cs, err := client.Connect(cctx, u.withNoteQueue(conn.transport), nil)
 	close(connecting)
 	abort()
 	if err != nil {

@@ -181,6 +181,7 @@ type Upstream struct {
 
 	catalog atomic.Pointer[Catalog]
 	refresh chan struct{} // list_changed seen (buffered 1)
+	notes   noteQueue     // notifications toward clients, in order (notes.go)
 	pending atomic.Uint32 // kinds to refresh
 
 	mu      sync.Mutex
@@ -213,6 +214,7 @@ func New(cfg config.Server, opts *Options) *Upstream {
 		done:        make(chan struct{}),
 		attempted:   make(chan struct{}),
 	}
+	u.notes.relay = u.relayNote
 	if cfg.Timeout > 0 {
 		u.callTimeout = cfg.Timeout
 	}
