@@ -47,12 +47,8 @@ func New(f *os.File) (*File, error) {
 // caller must not use fd otherwise while the File is open. Close closes
 // the duplicate and puts the mode back.
 func Stdio(fd int, name string) (*File, error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("rawio: %s: %w", name, err)
-	}
-	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFIFO && kind != syscall.S_IFSOCK {
-		return nil, ErrUnsupported
+	if err := kindIs(fd, name, syscall.S_IFIFO, syscall.S_IFSOCK); err != nil {
+		return nil, err
 	}
 	dup, err := fcntl(uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
@@ -78,18 +74,33 @@ func Stdio(fd int, name string) (*File, error) {
 // stderr joined to it), stays in blocking mode. A socket, a regular file
 // (whose reads never wait), or a system without /proc is ErrUnsupported.
 func Reopen(fd int, name string) (*File, error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("rawio: %s: %w", name, err)
-	}
-	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFIFO && kind != syscall.S_IFCHR {
-		return nil, ErrUnsupported
+	if err := kindIs(fd, name, syscall.S_IFIFO, syscall.S_IFCHR); err != nil {
+		return nil, err
 	}
 	own, err := syscall.Open(fmt.Sprintf("/proc/self/fd/%d", fd), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, ErrUnsupported
 	}
-	return New(os.NewFile(uintptr(own), name))
+	f := os.NewFile(uintptr(own), name)
+	rf, err := New(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return rf, nil
+}
+
+// kindIs checks that fd is a file of one of the two kinds (S_IFIFO,
+// S_IFSOCK, S_IFCHR): ErrUnsupported if not.
+func kindIs(fd int, name string, a, b uint32) error {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("rawio: %s: %w", name, err)
+	}
+	if kind := st.Mode & syscall.S_IFMT; kind != a && kind != b {
+		return ErrUnsupported
+	}
+	return nil
 }
 
 // Read reads up to len(p) bytes, waiting in the poller until some are
