@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +84,14 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // CallTool forwards tools/call; params.Name is the upstream's own name.
 func (u *Upstream) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if params != nil && params.Arguments == nil {
+		p := *params
+		p.Arguments = map[string]any{} // as the SDK sends it: never null
+		params = &p
+	}
+	if res, ok, err := viaRaw[mcp.CallToolResult](ctx, u, "tools/call", params); ok {
+		return res, err
+	}
 	return call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
 		return cs.CallTool(ctx, params)
 	})
@@ -90,6 +99,9 @@ func (u *Upstream) CallTool(ctx context.Context, params *mcp.CallToolParams) (*m
 
 // GetPrompt forwards prompts/get.
 func (u *Upstream) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	if res, ok, err := viaRaw[mcp.GetPromptResult](ctx, u, "prompts/get", params); ok {
+		return res, err
+	}
 	return call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
 		return cs.GetPrompt(ctx, params)
 	})
@@ -97,9 +109,45 @@ func (u *Upstream) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (
 
 // ReadResource forwards resources/read; params.URI is the upstream's own URI.
 func (u *Upstream) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	if res, ok, err := viaRaw[mcp.ReadResourceResult](ctx, u, "resources/read", params); ok {
+		return res, err
+	}
 	return call(ctx, u, func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
 		return cs.ReadResource(ctx, params)
 	})
+}
+
+// viaRaw sends a typed call of method as a raw call (CallRaw) when the
+// connection takes raw calls, and decodes the result; ok is false when it
+// does not, and the SDK session is to send it. The raw path is the one
+// whose notifications are relayed before the answer on every transport:
+// the SDK's streamable HTTP connection hands a response over before its
+// handlers have run for the notifications read just ahead of it (see
+// notes.go). It also adds the members a stateless version's requests
+// carry, and the Mcp-Name and Mcp-Param-* headers, as the SDK does.
+func viaRaw[R any](ctx context.Context, u *Upstream, method string, params any) (_ *R, ok bool, _ error) {
+	if !u.TakesRaw() {
+		return nil, false, nil
+	}
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, true, fmt.Errorf("upstream %q: %s params: %w", u.cfg.Name, method, err)
+	}
+	// Detached as the SDK path's calls are (see detach).
+	ctx, stop := detach(ctx)
+	defer stop()
+	out, err := u.CallRaw(ctx, method, body)
+	switch {
+	case errors.Is(err, ErrRawUnsupported):
+		return nil, false, nil // the connection changed since TakesRaw
+	case err != nil:
+		return nil, true, err
+	}
+	res := new(R)
+	if err := json.Unmarshal(out, res); err != nil {
+		return nil, true, fmt.Errorf("upstream %q: %s result: %w", u.cfg.Name, method, err)
+	}
+	return res, true, nil
 }
 
 // Complete forwards completion/complete.

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -702,5 +704,36 @@ func TestCallRawHTTPReusesItsConnection(t *testing.T) {
 	defer mu.Unlock()
 	if len(conns) > 2 {
 		t.Errorf("20 calls in a row used %d connections", len(conns))
+	}
+}
+
+// TestTypedCallsGoRaw: the typed calls (CallTool, GetPrompt,
+// ReadResource) go as raw calls when the connection takes them, so the
+// notifications of their streams are relayed before they return, however
+// slow the relay: on the SDK's own connection they would reach its
+// handlers after the answer. Without a progress token none are sent.
+func TestTypedCallsGoRaw(t *testing.T) {
+	checkLeaks(t)
+	relay := &noteLog{delay: 20 * time.Millisecond}
+	opts := fastOptions()
+	opts.Relay = relay
+	u, f := startRawHTTP(t, false, false, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	params := &mcp.CallToolParams{Name: "progress"}
+	params.SetProgressToken("typed-1")
+	res, err := u.CallTool(ctx, params)
+	if err != nil || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "done" {
+		t.Fatalf("CallTool = %+v, %v", res, err)
+	}
+	if seen := relay.seen(); !slices.Equal(seen, []string{"progress 1"}) {
+		t.Errorf("relayed by the time CallTool returned: %q, want the progress", seen)
+	}
+	posts := f.rawPosts()
+	if len(posts) != 1 || !bytes.Contains(posts[0].body, []byte(`"arguments":{}`)) {
+		t.Errorf("raw POSTs: %d, want the call's, with empty arguments (not null)", len(posts))
+	}
+	if _, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "nope"}); !strings.Contains(fmt.Sprint(err), "nope") {
+		t.Errorf("unknown tool: %v, want the server's error naming it", err)
 	}
 }

@@ -393,6 +393,8 @@ func TestCallRawFraming(t *testing.T) {
 					}
 					f.send([]byte(`[{"jsonrpc":"2.0","id":` + id + `,"result":{"b":2}}]`))
 				}()
+			default: // the typed call after, which goes raw too
+				f.srvIn.Write(append(bytes.Clone(req), '\n'))
 			}
 		}
 	})
