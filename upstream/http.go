@@ -1,13 +1,16 @@
 package upstream
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/rawio"
 	"go.uber.org/zap"
 )
 
@@ -25,6 +28,18 @@ func newHTTPClient(cfg config.Server, maxMessageBytes int, cred Credential, log 
 	// idle connections per host, concurrent calls beyond two would open
 	// and close a connection each (thousands in TIME-WAIT under load).
 	base.MaxIdleConnsPerHost = base.MaxIdleConns
+	// Reads and writes of the connections with direct system calls, as on
+	// the gateway's own listener (internal/rawio): through the net
+	// package, each enters the runtime's syscall state, which keeps sysmon
+	// polling every few microseconds while calls flow.
+	dial := base.DialContext
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawio.NewConn(c), nil
+	}
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {

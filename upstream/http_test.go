@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/rawio"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
@@ -306,5 +308,42 @@ func TestHTTPClientKeepsConnectionsForConcurrentCalls(t *testing.T) {
 	// without reuse, each round past the second would open connections.
 	if n := opened.Load(); n > 2*workers {
 		t.Errorf("%d connections opened for %d concurrent callers over %d rounds", n, workers, rounds)
+	}
+}
+
+// TestHTTPClientConnsUseRawIO: on Linux the client's connections read and
+// write with direct system calls (internal/rawio), as the gateway's own
+// listener does; requests over them work as over any connection.
+func TestHTTPClientConnsUseRawIO(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("direct system calls are Linux only")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	client, err := newHTTPClient(config.Server{Name: "h"}, 1<<20, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	base := client.Transport.(*limitTransport).base.(*headerTransport).base.(*http.Transport)
+	c, err := base.DialContext(context.Background(), "tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, ok := c.(*rawio.Conn); !ok {
+		t.Errorf("the client dials %T, want *rawio.Conn", c)
+	}
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != `{"ok":true}` {
+		t.Errorf("answer %q", body)
 	}
 }
