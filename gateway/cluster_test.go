@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -64,8 +66,20 @@ func startReplica(t testing.TB, r *replica, peers []string, edit func(*config.Co
 	gw.Start(context.Background())
 	r.gw = gw
 	r.srv.Config.Handler = gw.Handler()
+	r.srv.Config.ErrorLog = log.New(serverPanics{t}, "", 0)
 	r.srv.Start()
 	t.Cleanup(func() { stopReplica(r) })
+}
+
+// serverPanics fails t when a replica's HTTP server logs a panic it
+// recovered from (net/http logs them and drops the connection).
+type serverPanics struct{ t testing.TB }
+
+func (w serverPanics) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("panic")) {
+		w.t.Errorf("a replica's HTTP server: %s", p)
+	}
+	return len(p), nil
 }
 
 // restartReplica stops r and starts it again at the same address: a new

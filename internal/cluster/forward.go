@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -21,16 +24,43 @@ type forwardTarget struct {
 }
 
 // Forward serves r by reverse-proxying it to the replica owner (host:port),
-// with a hop header, streaming the request body and the response (SSE
-// included, flushed as it comes). When owner cannot be reached, gone
-// answers (a session whose owner is gone: 404). The caller has decided
-// that owner is not this replica and that r was not forwarded already.
+// with a hop header, streaming the response (SSE included, flushed as it
+// comes). When owner cannot be reached, gone answers (a session whose
+// owner is gone: 404). The caller has decided that owner is not this
+// replica and that r was not forwarded already, and bounds r's body (a
+// JSON-RPC message, at most the gateway's message size limit).
+//
+// A body of known length (what MCP clients send) is read whole before the
+// owner is asked, and sent from memory: net/http's Transport may go on
+// reading a request's body after RoundTrip has returned an error (a pooled
+// connection to a replica that died), and a read of r's body that ends
+// after this handler has returned races the server reading the
+// connection's next request (net/http panics with "invalid concurrent
+// Body.Read call" and drops the connection). A body without a length is
+// streamed, in full duplex: the owner may start its answer (an SSE
+// stream) before the proxy's transport has read that body to its end;
+// without full duplex, net/http would consume the body itself when the
+// answer starts, and the transport's failed read would cut the stream.
 func (n *Node) Forward(w http.ResponseWriter, r *http.Request, owner string, gone func(http.ResponseWriter)) {
-	// Full duplex: the owner may start its answer (an SSE stream) before
-	// the proxy's transport has read r's body to its end; without it,
-	// net/http would consume that body itself when the answer starts, and
-	// the transport's failed read would cut the stream.
-	_ = http.NewResponseController(w).EnableFullDuplex()
+	switch {
+	case r.Body == nil || r.Body == http.NoBody:
+	case r.ContentLength >= 0:
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				http.Error(w, fmt.Sprintf("message exceeds the gateway's limit of %d bytes (gateway.limits.maxMessageBytes)", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+			case r.Context().Err() == nil:
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	default:
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	ctx := context.WithValue(r.Context(), forwardKey{}, &forwardTarget{owner: owner, gone: gone})
 	n.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
