@@ -41,8 +41,11 @@ func TestServeTLSAndDrain(t *testing.T) {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__slow", Arguments: map[string]any{"ms": 500}})
 		called <- err
 	}()
-	// The call is in flight: the gateway counts it (at most 10 s).
-	for deadline := time.Now().Add(10 * time.Second); gw.inflight.Load() == 0; time.Sleep(time.Millisecond) {
+	// The call is in flight: the upstream has it (at most 10 s). The
+	// gateway's own count would not do: the client's notifications/initialized
+	// POST may be what it counts.
+	up := gw.pool.members["alpha"].up
+	for deadline := time.Now().Add(10 * time.Second); up.InFlight() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the call did not reach the gateway within 10 s")
 		}
