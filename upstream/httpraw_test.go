@@ -736,4 +736,12 @@ func TestTypedCallsGoRaw(t *testing.T) {
 	if _, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "nope"}); !strings.Contains(fmt.Sprint(err), "nope") {
 		t.Errorf("unknown tool: %v, want the server's error naming it", err)
 	}
+	// Without params the SDK sends the call, filling them in.
+	before := len(f.rawPosts())
+	if _, err := u.CallTool(ctx, nil); err == nil {
+		t.Error("a call of no tool succeeded")
+	}
+	if n := len(f.rawPosts()); n != before {
+		t.Errorf("a call without params went raw (%d raw POSTs, want %d)", n, before)
+	}
 }
