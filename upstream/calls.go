@@ -121,11 +121,11 @@ func (u *Upstream) ReadResource(ctx context.Context, params *mcp.ReadResourcePar
 // connection takes raw calls, and decodes the result; ok is false when it
 // does not, or params is nil (the SDK fills them in), and the SDK session
 // is to send it. The raw path is the one whose notifications are relayed
-// before the answer on every transport:
-// the SDK's streamable HTTP connection hands a response over before its
-// handlers have run for the notifications read just ahead of it (see
-// notes.go). It also adds the members a stateless version's requests
-// carry, and the Mcp-Name and Mcp-Param-* headers, as the SDK does.
+// before the answer on every transport: the SDK's streamable HTTP
+// connection hands a response over before its handlers have run for the
+// notifications read just ahead of it (see notes.go). It also adds the
+// members a stateless version's requests carry, and the Mcp-Name and
+// Mcp-Param-* headers, as the SDK does.
 func viaRaw[R, P any](ctx context.Context, u *Upstream, method string, params *P) (_ *R, ok bool, _ error) {
 	if params == nil || !u.TakesRaw() {
 		return nil, false, nil

@@ -130,7 +130,7 @@ func (u *Upstream) Settle(max time.Duration) bool {
 }
 
 // relayed reports whether method is one of the notifications Options.Relay
-// receives.
+// receives: those relayNote passes on (keep the two lists together).
 func relayed(method string) bool {
 	switch method {
 	case "notifications/progress", "notifications/message",
