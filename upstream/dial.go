@@ -18,6 +18,9 @@ type connection struct {
 	raw       *stdioConn   // the transport, when it takes raw calls (stdio)
 	proc      *process     // nil for http and sse
 	http      *http.Client // nil for stdio
+	// rawHTTP is the client of raw calls to a streamable HTTP upstream
+	// (newRawHTTPClient); nil for other transports.
+	rawHTTP *http.Client
 }
 
 func (c *connection) pid() int {
@@ -50,6 +53,9 @@ func (c *connection) stop(grace time.Duration) {
 func (c *connection) release() {
 	if c.http != nil {
 		c.http.CloseIdleConnections()
+	}
+	if c.rawHTTP != nil && c.rawHTTP != c.http {
+		c.rawHTTP.CloseIdleConnections()
 	}
 }
 
@@ -95,8 +101,9 @@ func (u *Upstream) dial() (*connection, error) {
 		if err != nil {
 			return nil, err
 		}
+		raw := newRawHTTPClient(hc, u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
 		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2,
-			MaxEventSize: sseEventLimit(u.opts.MaxMessageBytes)}, http: hc}, nil
+			MaxEventSize: sseEventLimit(u.opts.MaxMessageBytes)}, http: hc, rawHTTP: raw}, nil
 	case "sse":
 		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
 		if err != nil {

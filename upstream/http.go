@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/h1client"
 	"github.com/manifold-mcp/manifold/internal/rawio"
 	"go.uber.org/zap"
 )
@@ -22,6 +23,34 @@ import (
 // maxMessageBytes (see limitTransport); with cred, the bearer token of the
 // server's auth (credentialTransport).
 func newHTTPClient(cfg config.Server, maxMessageBytes int, cred Credential, log *zap.Logger) (*http.Client, error) {
+	base, err := newHTTPTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return layered(base, cfg, maxMessageBytes, cred, log), nil
+}
+
+// newRawHTTPClient returns the client of a streamable HTTP upstream's raw
+// calls (httpraw.go) beside hc, the SDK session's (newHTTPClient): the
+// same layers over an h1client.Transport, which makes each exchange on the
+// calling goroutine, when the upstream is plain http reached without a
+// proxy; else hc itself. Raw calls are the hot path: net/http's Transport
+// wakes three or four goroutines for each (docs/architecture.md, Direct
+// system calls).
+func newRawHTTPClient(hc *http.Client, cfg config.Server, maxMessageBytes int, cred Credential, log *zap.Logger) *http.Client {
+	req, err := http.NewRequest(http.MethodPost, cfg.URL, nil)
+	if err != nil || req.URL.Scheme != "http" {
+		return hc
+	}
+	if proxy, err := http.ProxyFromEnvironment(req); err != nil || proxy != nil {
+		return hc
+	}
+	return layered(&h1client.Transport{}, cfg, maxMessageBytes, cred, log)
+}
+
+// newHTTPTransport returns net/http's transport as an upstream's client
+// uses it (newHTTPClient).
+func newHTTPTransport(cfg config.Server) (*http.Transport, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = http.ProxyFromEnvironment
 	// Keep a connection per call in flight: with net/http's default of 2
@@ -54,7 +83,13 @@ func newHTTPClient(cfg config.Server, maxMessageBytes int, cred Credential, log 
 		}
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	var rt http.RoundTripper = base
+	return base, nil
+}
+
+// layered is the client of an upstream over base: its credential, its
+// configured headers and trace context, and its message bound.
+func layered(base http.RoundTripper, cfg config.Server, maxMessageBytes int, cred Credential, log *zap.Logger) *http.Client {
+	rt := base
 	if cred != nil {
 		rt = &credentialTransport{base: base, cred: cred}
 	}
@@ -64,7 +99,7 @@ func newHTTPClient(cfg config.Server, maxMessageBytes int, cred Credential, log 
 		max:     maxMessageBytes,
 		framing: sseFraming,
 		log:     log,
-	}}, nil
+	}}
 }
 
 // headerTransport adds the trace context of the request's context

@@ -18,6 +18,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/demo"
+	"github.com/manifold-mcp/manifold/internal/h1client"
 	"github.com/manifold-mcp/manifold/internal/rawio"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
@@ -345,5 +346,44 @@ func TestHTTPClientConnsUseRawIO(t *testing.T) {
 	resp.Body.Close()
 	if string(body) != `{"ok":true}` {
 		t.Errorf("answer %q", body)
+	}
+}
+
+// TestRawHTTPClient: raw calls to a plain-http upstream go through
+// h1client under the same layers as the session's client; an https
+// upstream keeps the session's client (net/http) for them.
+func TestRawHTTPClient(t *testing.T) {
+	for _, tt := range []struct {
+		name, url string
+		direct    bool
+	}{
+		{name: "plain http", url: "http://127.0.0.1:9/mcp", direct: true},
+		{name: "https", url: "https://127.0.0.1:9/mcp"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Server{Name: "h", URL: tt.url, Headers: map[string]string{"X-Team": "a"}}
+			hc, err := newHTTPClient(cfg, 1<<20, nil, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := newRawHTTPClient(hc, cfg, 1<<20, nil, zap.NewNop())
+			if !tt.direct {
+				if raw != hc {
+					t.Error("the raw client is not the session's")
+				}
+				return
+			}
+			lt, ok := raw.Transport.(*limitTransport)
+			if !ok || lt.max != 1<<20 {
+				t.Fatalf("the raw client's transport is %T, want the message bound", raw.Transport)
+			}
+			ht, ok := lt.base.(*headerTransport)
+			if !ok || ht.headers["X-Team"] != "a" {
+				t.Fatalf("below the bound: %T, want the configured headers", lt.base)
+			}
+			if _, ok := ht.base.(*h1client.Transport); !ok {
+				t.Errorf("at the bottom: %T, want *h1client.Transport", ht.base)
+			}
+		})
 	}
 }

@@ -27,10 +27,12 @@ import (
 // (stdioConn) or a streamable HTTP upstream's endpoint (httpRaw). call
 // sends a request for method with params (raw JSON; nil sends none) and
 // returns the result as the upstream wrote it, or its JSON-RPC error, or
-// the failure; when ctx ends or timeout fires first (then the error is
-// errCallTimeout), the upstream is sent notifications/cancelled.
+// the failure; when ctx ends or the deadline (zero: none) passes first
+// (then the error is errCallTimeout), the upstream is sent
+// notifications/cancelled. The deadline is kept by the connection's sweep
+// (expiry.go), not by a timer per call.
 type rawConn interface {
-	call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error)
+	call(ctx context.Context, deadline time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error)
 }
 
 var (
@@ -104,12 +106,26 @@ type httpRaw struct {
 
 	lost     chan struct{}
 	lostOnce sync.Once
+
+	// flights are the calls in flight, whose deadlines expiry keeps.
+	mu      sync.Mutex
+	flights map[uint64]*flight
+	expiry  *expiry
+}
+
+// flight is one raw call in flight over HTTP: its request ends with cancel
+// when the deadline passes, with cause.
+type flight struct {
+	cancel   context.CancelCauseFunc
+	deadline time.Time // zero: none; guarded by httpRaw.mu
+	cause    error     // guarded by httpRaw.mu
 }
 
 // newHTTPRaw returns the raw path of cs, a streamable HTTP session over
 // client.
 func (u *Upstream) newHTTPRaw(cs *mcp.ClientSession, client *http.Client) (*httpRaw, error) {
-	h := &httpRaw{u: u, client: client, url: u.cfg.URL, lost: make(chan struct{})}
+	h := &httpRaw{u: u, client: client, url: u.cfg.URL, lost: make(chan struct{}), flights: map[uint64]*flight{}}
+	h.expiry = newExpiry(h.expire)
 	if id := cs.ID(); id != "" {
 		h.session = []string{id}
 	}
@@ -172,11 +188,52 @@ func (h *httpRaw) lostC() <-chan struct{} {
 func (h *httpRaw) close() {
 	if h != nil {
 		h.group.Close()
+		h.expiry.stop()
 	}
 }
 
+// expire ends the calls whose deadline has passed (expiry).
+func (h *httpRaw) expire(now time.Time) bool {
+	var expired []*flight
+	waiting := false
+	h.mu.Lock()
+	for _, f := range h.flights {
+		switch {
+		case f.deadline.IsZero():
+		case now.Before(f.deadline):
+			waiting = true
+		default:
+			expired = append(expired, f)
+		}
+	}
+	h.mu.Unlock()
+	for _, f := range expired {
+		h.mu.Lock()
+		cause := f.cause
+		h.mu.Unlock()
+		f.cancel(cause)
+	}
+	return waiting
+}
+
+// land removes call n from the flights.
+func (h *httpRaw) land(n uint64) {
+	h.mu.Lock()
+	delete(h.flights, n)
+	h.mu.Unlock()
+}
+
+// draining gives call n drainWait more to read the rest of its answer
+// stream (drain), with errDrainTimeout as the cause of its end.
+func (h *httpRaw) draining(f *flight) {
+	h.mu.Lock()
+	f.deadline, f.cause = time.Now().Add(drainWait), errDrainTimeout
+	h.mu.Unlock()
+	h.expiry.started(minSweepTick)
+}
+
 // call implements rawConn.
-func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
+func (h *httpRaw) call(ctx context.Context, deadline time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
 	n := h.nextID.Add(1)
 	// One allocation at the request's size, not pooled: the transport may
 	// still read a request body after RoundTrip returned (net/http), and
@@ -186,25 +243,21 @@ func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method str
 		return nil, nil, err
 	}
 
-	// The request ends with ctx, the timeout or the connection; the
+	// The request ends with ctx, the deadline or the connection; the
 	// request carries the trace context of ctx and none of its values
-	// (see detach).
+	// (see detach). Neither a goroutine nor a timer per call watches
+	// them: the exchange runs on this goroutine (h1client), and each would
+	// cost wake-ups of their own (expiry.go).
 	rctx, cancel := context.WithCancelCause(withTraceContext(h.group.Context(), ctx))
-	stop, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		select {
-		case <-ctx.Done():
-			cancel(context.Cause(ctx))
-		case <-timeout:
-			cancel(errCallTimeout)
-		case <-rctx.Done(): // the connection closed
-		case <-stop:
-		}
-	}()
+	stopWatch := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	f := &flight{cancel: cancel, deadline: deadline, cause: errCallTimeout}
+	h.mu.Lock()
+	h.flights[n] = f
+	h.mu.Unlock()
+	h.expiry.started(minSweepTick)
 	defer func() {
-		close(stop)
-		<-exited
+		h.land(n)
+		stopWatch()
 		cancel(context.Canceled)
 	}()
 
@@ -224,7 +277,7 @@ func (h *httpRaw) call(ctx context.Context, timeout <-chan time.Time, method str
 			}
 		}
 	}
-	result, rpcErr, err := h.exchange(req, n, cancel)
+	result, rpcErr, err := h.exchange(req, n, f)
 	if err != nil && rctx.Err() != nil {
 		switch cause := context.Cause(rctx); {
 		case errors.Is(cause, errCallTimeout):
@@ -354,8 +407,8 @@ func mergeMeta(params, meta []byte) ([]byte, string, error) {
 	return out, name, err
 }
 
-// exchange sends req and reads its answer to raw call n.
-func (h *httpRaw) exchange(req *http.Request, n uint64, cancel context.CancelCauseFunc) ([]byte, *jsonrpc.Error, error) {
+// exchange sends req and reads its answer to raw call n, in flight f.
+func (h *httpRaw) exchange(req *http.Request, n uint64, f *flight) ([]byte, *jsonrpc.Error, error) {
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -392,7 +445,8 @@ func (h *httpRaw) exchange(req *http.Request, n uint64, cancel context.CancelCau
 	case "text/event-stream":
 		result, rpcErr, err := h.readStream(req.Context(), resp.Body, n)
 		if err == nil {
-			drain(resp.Body, cancel)
+			h.draining(f)
+			_, _ = io.CopyN(io.Discard, resp.Body, drainBytes)
 		}
 		return result, rpcErr, err
 	}
@@ -402,20 +456,13 @@ func (h *httpRaw) exchange(req *http.Request, n uint64, cancel context.CancelCau
 // Draining an answer stream after the response: a server ends the stream
 // of a call once it has answered, and a body read to its end lets the
 // connection serve the next call (one closed early is torn down, and the
-// next call dials anew). The wait is bounded: a server that keeps the
-// stream open loses the connection instead.
+// next call dials anew). The wait is bounded, by the sweep (expiry.go), to
+// about drainWait: a server that keeps the stream open loses the
+// connection instead.
 const (
 	drainWait  = 50 * time.Millisecond
 	drainBytes = 64 << 10
 )
-
-// drain reads what is left of body, within drainWait and drainBytes;
-// cancel ends the request when the wait is over.
-func drain(body io.Reader, cancel context.CancelCauseFunc) {
-	t := time.AfterFunc(drainWait, func() { cancel(errDrainTimeout) })
-	_, _ = io.CopyN(io.Discard, body, drainBytes)
-	t.Stop()
-}
 
 // errDrainTimeout ends a request whose stream stayed open after its answer.
 var errDrainTimeout = errors.New("the answer stream stayed open after the response")

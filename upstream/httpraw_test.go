@@ -668,20 +668,10 @@ func TestCallRawHTTPReusesItsConnection(t *testing.T) {
 	var mu sync.Mutex
 	conns := map[string]bool{}
 	u, _ := startRawHTTP(t, false, false, nil, func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				next.ServeHTTP(w, r)
-				return
-			}
+		return rawCallsTo(t, next, func(w http.ResponseWriter, r *http.Request, body []byte) {
 			mu.Lock()
 			conns[r.RemoteAddr] = true
 			mu.Unlock()
-			body, _ := io.ReadAll(r.Body)
-			if !bytes.Contains(body, []byte(`"manifold-`)) {
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				next.ServeHTTP(w, r)
-				return
-			}
 			// The answer, then the stream's end a little later, as a
 			// server finishing its handler does.
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -704,6 +694,53 @@ func TestCallRawHTTPReusesItsConnection(t *testing.T) {
 	defer mu.Unlock()
 	if len(conns) > 2 {
 		t.Errorf("20 calls in a row used %d connections", len(conns))
+	}
+}
+
+// rawCallsTo is a handler that passes raw calls (POSTs with the gateway's
+// string ids), their body read, to serve, and every other request to next.
+func rawCallsTo(t *testing.T, next http.Handler, serve func(w http.ResponseWriter, r *http.Request, body []byte)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"manifold-`)) {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+			return
+		}
+		serve(w, r, body)
+	})
+}
+
+// TestCallRawHTTPStreamLeftOpen: a server that keeps a call's answer
+// stream open after the response does not hold the call: the drain of the
+// stream is bounded (the sweep ends it), the call returns its result, and
+// the next call is served on another connection.
+func TestCallRawHTTPStreamLeftOpen(t *testing.T) {
+	checkLeaks(t)
+	u, _ := startRawHTTP(t, false, false, nil, func(next http.Handler) http.Handler {
+		return rawCallsTo(t, next, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"jsonrpc":"2.0","id":`+string(resultIDOf(t, body))+`,"result":{"content":[]}}`+"\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // the stream stays open until the client leaves
+		})
+	})
+	for i := range 2 {
+		// Far below the call timeout: only the drain's bound can end it.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := u.CallRaw(ctx, "tools/call", []byte(`{"name":"echo"}`))
+		ended := ctx.Err()
+		cancel()
+		if err != nil || string(res) != `{"content":[]}` {
+			t.Fatalf("call %d = %s, %v", i, res, err)
+		}
+		if ended != nil {
+			t.Fatalf("call %d returned only when its context ended: the drain was not bounded", i)
+		}
 	}
 }
 

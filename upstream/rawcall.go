@@ -23,6 +23,8 @@ var errCallTimeout = errors.New("call timeout")
 // rawCall is one raw call waiting for its response; pooled.
 type rawCall struct {
 	done chan rawReply // buffered 1: the reader never blocks on it
+	// deadline is the end of the call's timeout (expiry.go); zero: none.
+	deadline time.Time
 	// async, when set, takes the reply instead of done: a call StartRaw
 	// started, which no goroutine waits for (stdioasync.go).
 	async *RawCall
@@ -49,9 +51,6 @@ type rawReply struct {
 
 var (
 	rawCalls = sync.Pool{New: func() any { return &rawCall{done: make(chan rawReply, 1)} }}
-	// timers bound raw calls: a pooled timer, where a context with a
-	// timeout costs five allocations per call.
-	timers = sync.Pool{New: func() any { t := time.NewTimer(time.Hour); t.Stop(); return t }}
 	// lineBuffers hold the request lines being written.
 	lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 )
@@ -61,9 +60,10 @@ const lineBufferKeep = 64 << 10
 
 // call sends a request for method with params (raw JSON; nil sends none)
 // under a raw id and waits for its response, ctx or the connection's end.
-// When ctx ends or timeout fires first (then the error is errCallTimeout),
-// notifications/cancelled is sent for the id.
-func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
+// When ctx ends or the deadline passes first (the sweep, expiry.go, then
+// ends the call with errCallTimeout), notifications/cancelled is sent for
+// the id.
+func (c *stdioConn) call(ctx context.Context, deadline time.Time, method string, params []byte) ([]byte, *jsonrpc.Error, error) {
 	bp := lineBuffers.Get().(*[]byte)
 	c.mu.Lock()
 	c.nextID++
@@ -76,6 +76,7 @@ func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method s
 	}
 	line = append(line, '\n')
 	rc := rawCalls.Get().(*rawCall)
+	rc.deadline = deadline
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -85,6 +86,9 @@ func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method s
 	}
 	c.pending[n] = rc
 	c.mu.Unlock()
+	if !deadline.IsZero() {
+		c.expiry.started(sweepTick(time.Until(deadline)))
+	}
 
 	err = c.write(line)
 	if cap(line) <= lineBufferKeep {
@@ -110,11 +114,6 @@ func (c *stdioConn) call(ctx context.Context, timeout <-chan time.Time, method s
 			c.notifyCancelled(n, context.Cause(ctx))
 		}
 		return nil, nil, ctx.Err()
-	case <-timeout:
-		if c.forget(n, rc, true) {
-			c.notifyCancelled(n, errCallTimeout)
-		}
-		return nil, nil, errCallTimeout
 	}
 }
 
@@ -168,19 +167,15 @@ func (c *stdioConn) notifyCancelled(n uint64, cause error) {
 // is sent. Over HTTP, a 404 to the session id is ErrUnavailable and makes
 // the Upstream reconnect; another HTTP error status is an error naming it.
 func (u *Upstream) CallRaw(ctx context.Context, method string, params []byte) ([]byte, error) {
-	// Timers stopped with Stop never deliver a stale tick (Go 1.23).
-	timer := timers.Get().(*time.Timer)
-	timer.Reset(u.callTimeout)
-	defer func() {
-		timer.Stop()
-		timers.Put(timer)
-	}()
-	l, err := u.acquireLive(ctx, timer.C, true)
+	// No timer per call: the connection's sweep ends the call at its
+	// deadline (expiry.go).
+	deadline := time.Now().Add(u.callTimeout)
+	l, err := u.acquireLive(ctx, deadline, true)
 	if err != nil {
 		return nil, err
 	}
 	defer u.release()
-	result, rpcErr, err := l.raw.call(ctx, timer.C, method, params)
+	result, rpcErr, err := l.raw.call(ctx, deadline, method, params)
 	return u.rawOutcome(method, result, rpcErr, err, ctx.Err() != nil)
 }
 

@@ -29,9 +29,7 @@ type RawCall struct {
 	n      uint64
 	method string
 	done   RawDone
-	rc     rawCall // pending in c under n
-	// deadline is the end of the call's timeout (expiry.go).
-	deadline time.Time
+	rc     rawCall // pending in c under n; rc.deadline ends it (expiry.go)
 }
 
 // StartRaw sends a request for method with params, as CallRaw does (the
@@ -62,13 +60,14 @@ func (u *Upstream) StartRaw(method string, params []byte, done RawDone) *RawCall
 	default:
 		return nil
 	}
-	call := &RawCall{u: u, c: c, method: method, done: done, deadline: time.Now().Add(u.callTimeout)}
+	call := &RawCall{u: u, c: c, method: method, done: done}
 	call.rc.async = call
+	call.rc.deadline = time.Now().Add(u.callTimeout)
 	if err := c.start(call, params); err != nil {
 		u.release()
 		return nil
 	}
-	c.expiry.started(u.callTimeout)
+	c.expiry.started(sweepTick(u.callTimeout))
 	return call
 }
 

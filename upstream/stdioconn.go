@@ -67,7 +67,7 @@ type stdioConn struct {
 	notifying sync.WaitGroup // cancellation notifications being written
 	writers   sync.WaitGroup // requests being written by writeAsync's goroutines
 
-	expiry *expiry // the timeouts of StartRaw's calls
+	expiry *expiry // the timeouts of raw calls
 }
 
 var (
@@ -77,7 +77,7 @@ var (
 
 func newStdioConn(r io.ReadCloser, w io.WriteCloser, max int) *stdioConn {
 	c := &stdioConn{r: r, w: w, br: bufio.NewReaderSize(r, min(stdioReadBuffer, max+1)), max: max, pending: map[uint64]*rawCall{}}
-	c.expiry = newExpiry(c)
+	c.expiry = newExpiry(c.expire)
 	return c
 }
 

@@ -425,7 +425,7 @@ func TestStdioConnWriteFails(t *testing.T) {
 	c := newStdioConn(r, brokenWriter{}, 1<<20)
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := c.call(context.Background(), nil, "tools/call", []byte(`{"name":"echo"}`))
+		_, _, err := c.call(context.Background(), time.Time{}, "tools/call", []byte(`{"name":"echo"}`))
 		done <- err
 	}()
 	select {
@@ -457,7 +457,7 @@ func TestStdioConnUndecodableLineEndsRawCalls(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := c.call(context.Background(), nil, "tools/call", []byte(`{"name":"echo"}`))
+		_, _, err := c.call(context.Background(), time.Time{}, "tools/call", []byte(`{"name":"echo"}`))
 		done <- err
 	}()
 	read := make(chan error, 1)

@@ -137,12 +137,12 @@ func (u *Upstream) connectAndServe(ctx context.Context) error {
 		}
 		raw = conn.raw
 	}
-	// A streamable HTTP session takes raw calls as plain POSTs through the
-	// transport's own client (httpraw.go); a 404 to one of them means the
+	// A streamable HTTP session takes raw calls as plain POSTs with the
+	// transport's layers (httpraw.go, newRawHTTPClient); a 404 to one of them means the
 	// upstream lost the session, which ends this connection.
 	var hr *httpRaw
-	if conn.http != nil && u.cfg.Type == "http" {
-		if hr, err = u.newHTTPRaw(cs, conn.http); err != nil {
+	if conn.rawHTTP != nil {
+		if hr, err = u.newHTTPRaw(cs, conn.rawHTTP); err != nil {
 			return fmt.Errorf("raw calls: %w", err)
 		}
 		defer hr.close()

@@ -297,7 +297,7 @@ func (u *Upstream) Attempted() <-chan struct{} { return u.attempted }
 
 // acquire takes a concurrency slot and returns the live session.
 func (u *Upstream) acquire(ctx context.Context) (*mcp.ClientSession, error) {
-	l, err := u.acquireLive(ctx, nil, false)
+	l, err := u.acquireLive(ctx, time.Time{}, false)
 	return l.session, err
 }
 
@@ -307,10 +307,10 @@ type live struct {
 	raw     rawConn
 }
 
-// acquireLive takes a concurrency slot, waiting until ctx ends or timeout
-// fires, and returns the live connection; with raw, one that takes raw
-// calls.
-func (u *Upstream) acquireLive(ctx context.Context, timeout <-chan time.Time, raw bool) (live, error) {
+// acquireLive takes a concurrency slot, waiting until ctx ends or the
+// deadline (zero: none) passes, and returns the live connection; with raw,
+// one that takes raw calls.
+func (u *Upstream) acquireLive(ctx context.Context, deadline time.Time, raw bool) (live, error) {
 	u.mu.Lock()
 	l, st := live{u.session, u.raw}, u.status
 	u.mu.Unlock()
@@ -328,6 +328,19 @@ func (u *Upstream) acquireLive(ctx context.Context, timeout <-chan time.Time, ra
 	}
 	if raw && l.raw == nil {
 		return live{}, fmt.Errorf("upstream %q: %w", u.cfg.Name, ErrRawUnsupported)
+	}
+	select {
+	case u.slots <- struct{}{}:
+		u.inflight.Add()
+		return l, nil
+	default:
+	}
+	// Every slot is taken: wait, with a timer only now (see expiry.go).
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
 	}
 	select {
 	case u.slots <- struct{}{}:

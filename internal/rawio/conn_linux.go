@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // Conn is a network connection whose Read and Write are made with direct
@@ -68,4 +69,36 @@ func (l Listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	return NewConn(c), nil
+}
+
+// Open reports whether c, a connection kept idle between requests, is
+// still open with nothing to read: one peek at its descriptor, which never
+// waits. A connection the peer closed (or reset), or one that holds bytes
+// nobody asked for, is not. A connection that is not of the system is
+// taken as open.
+func Open(c net.Conn) bool {
+	var rc syscall.RawConn
+	switch c := c.(type) {
+	case *Conn:
+		rc = c.rc
+	case syscall.Conn:
+		var err error
+		if rc, err = c.SyscallConn(); err != nil {
+			return false
+		}
+	default:
+		return true
+	}
+	var b [1]byte
+	var errno syscall.Errno
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			_, _, errno = syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+			if errno != syscall.EINTR {
+				return true
+			}
+		}
+	})
+	return err == nil && errno == syscall.EAGAIN
 }

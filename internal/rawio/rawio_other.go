@@ -28,3 +28,6 @@ func NewConn(c net.Conn) net.Conn { return c }
 
 // Listener accepts connections as they are on this system.
 type Listener struct{ net.Listener }
+
+// Open takes every connection as open on this system.
+func Open(net.Conn) bool { return true }

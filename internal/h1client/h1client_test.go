@@ -1,0 +1,440 @@
+package h1client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/internal/rawio"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// server is a test server that counts the connections it accepted.
+type server struct {
+	*httptest.Server
+	conns atomic.Int32
+}
+
+func newServer(t *testing.T, h http.HandlerFunc) *server {
+	t.Helper()
+	s := &server{Server: httptest.NewUnstartedServer(h)}
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// heldServer is a server whose handler starts its answer with start and
+// then holds the request until the client leaves or the test ends.
+func heldServer(t *testing.T, start http.HandlerFunc) *server {
+	t.Helper()
+	unblock := make(chan struct{})
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		start(w, r)
+		select {
+		case <-unblock:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(unblock) }) // before the server's Close
+	return srv
+}
+
+func post(t *testing.T, tr *Transport, ctx context.Context, url, body string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return tr.RoundTrip(req)
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
+	return string(b)
+}
+
+// TestExchangesReuseTheConnection: answers of every framing (a length,
+// chunks, none at all) come back whole, and a body read to its end leaves
+// its connection for the next request: one connection serves them all.
+func TestExchangesReuseTheConnection(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		in, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/length":
+			w.Header().Set("Content-Length", fmt.Sprint(len(in)+1))
+			w.Write(append(in, '!'))
+		case "/chunked":
+			w.Write(in)
+			w.(http.Flusher).Flush()
+			w.Write([]byte("!"))
+		case "/empty":
+			w.WriteHeader(http.StatusAccepted)
+		}
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	for i, path := range []string{"/length", "/chunked", "/empty", "/length", "/chunked"} {
+		resp, err := post(t, tr, context.Background(), srv.URL+path, fmt.Sprintf(`{"n":%d}`, i))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		got := readAll(t, resp)
+		want := fmt.Sprintf(`{"n":%d}!`, i)
+		if path == "/empty" {
+			want = ""
+			if resp.StatusCode != http.StatusAccepted {
+				t.Errorf("%s: status %d", path, resp.StatusCode)
+			}
+		}
+		if got != want {
+			t.Errorf("%s: body %q, want %q", path, got, want)
+		}
+	}
+	if n := srv.conns.Load(); n != 1 {
+		t.Errorf("the server accepted %d connections, want 1", n)
+	}
+	if n := tr.idleCount(); n != 1 {
+		t.Errorf("%d idle connections kept, want 1", n)
+	}
+}
+
+// TestConcurrentRequestsEachTakeAConnection: requests in flight at once
+// each have a connection of their own, and all are kept afterwards.
+func TestConcurrentRequestsEachTakeAConnection(t *testing.T) {
+	release := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(3)
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		<-release
+		w.Write([]byte("ok"))
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			resp, err := post(t, tr, context.Background(), srv.URL, "{}")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if got := readAll(t, resp); got != "ok" {
+				t.Errorf("body %q", got)
+			}
+		})
+	}
+	arrived.Wait()
+	close(release)
+	wg.Wait()
+	if n := srv.conns.Load(); n != 3 {
+		t.Errorf("the server accepted %d connections, want 3", n)
+	}
+	if n := tr.idleCount(); n != 3 {
+		t.Errorf("%d idle connections kept, want 3", n)
+	}
+}
+
+// TestConnectionNotReused: a connection is closed, not kept, when its body
+// is closed before its end, when the server or the request asks for it, or
+// when the server closed it while it sat idle.
+func TestConnectionNotReused(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close")
+		}
+		w.Write([]byte(strings.Repeat("x", 100<<10)))
+	})
+	tests := []struct {
+		name string
+		do   func(t *testing.T, tr *Transport)
+	}{
+		{"body closed early", func(t *testing.T, tr *Transport) {
+			resp, err := post(t, tr, context.Background(), srv.URL, "{}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Read(make([]byte, 10))
+			resp.Body.Close()
+		}},
+		{"server asks", func(t *testing.T, tr *Transport) {
+			resp, err := post(t, tr, context.Background(), srv.URL+"/close", "{}")
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+		}},
+		{"request asks", func(t *testing.T, tr *Transport) {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.Close = true
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &Transport{}
+			defer tr.CloseIdleConnections()
+			tt.do(t, tr)
+			if n := tr.idleCount(); n != 0 {
+				t.Errorf("%d idle connections kept, want 0", n)
+			}
+		})
+	}
+
+	t.Run("server closed it idle", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("the check before reuse peeks with a Linux system call")
+		}
+		tr := &Transport{}
+		defer tr.CloseIdleConnections()
+		before := srv.conns.Load()
+		resp, err := post(t, tr, context.Background(), srv.URL, "{}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		srv.CloseClientConnections()
+		// The close reaches the client's end asynchronously; the check
+		// before reuse must see it once it has.
+		tr.mu.Lock()
+		var c *conn
+		for _, cs := range tr.idle {
+			c = cs[0]
+		}
+		tr.mu.Unlock()
+		if c == nil {
+			t.Fatal("no idle connection")
+		}
+		for i := 0; rawio.Open(c.nc); i++ {
+			if i == 500 {
+				t.Fatal("the server's close never reached the client")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		resp, err = post(t, tr, context.Background(), srv.URL, "{}")
+		if err != nil {
+			t.Fatalf("the next request failed: %v", err)
+		}
+		readAll(t, resp)
+		if n := srv.conns.Load() - before; n != 2 {
+			t.Errorf("the server accepted %d connections, want 2", n)
+		}
+	})
+}
+
+// TestContextEndsTheExchange: a context that ends while the server has
+// not answered, or while the body is being read, ends the wait at once
+// with the context's error, and the connection is closed.
+func TestContextEndsTheExchange(t *testing.T) {
+	srv := heldServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("data: one\n\n"))
+			w.(http.Flusher).Flush()
+		}
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+
+	t.Run("waiting for the head", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := post(t, tr, ctx, srv.URL, "{}")
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error %v, want the context's", err)
+		}
+	})
+	t.Run("reading the body", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		resp, err := post(t, tr, ctx, srv.URL+"/stream", "{}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil || line != "data: one\n" {
+			t.Fatalf("first line %q, %v", line, err)
+		}
+		cancel()
+		if _, err := io.ReadAll(resp.Body); err == nil {
+			t.Fatal("the body read on after the context ended")
+		}
+	})
+	if n := tr.idleCount(); n != 0 {
+		t.Errorf("%d idle connections kept, want 0", n)
+	}
+}
+
+// TestCloseEndsARead: Close from another goroutine ends a Read of the body
+// waiting for the server.
+func TestCloseEndsARead(t *testing.T) {
+	srv := heldServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := post(t, tr, context.Background(), srv.URL, "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		read <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let the Read wait
+	resp.Body.Close()
+	select {
+	case <-read:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the Read")
+	}
+}
+
+// TestIdleConnectionsExpire: connections idle past IdleTimeout are closed,
+// and a MaxIdle of one keeps one.
+func TestIdleConnectionsExpire(t *testing.T) {
+	release := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			arrived.Done()
+			<-release
+		}
+		w.Write([]byte("ok"))
+	})
+	tr := &Transport{MaxIdle: 1, IdleTimeout: 30 * time.Millisecond}
+	defer tr.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			resp, err := post(t, tr, context.Background(), srv.URL+"/wait", "{}")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			readAll(t, resp)
+		})
+	}
+	arrived.Wait()
+	close(release)
+	wg.Wait()
+	if n := tr.idleCount(); n != 1 {
+		t.Fatalf("%d idle connections kept, want MaxIdle 1", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.idleCount() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle connection was never closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tr.mu.Lock()
+	armed := tr.sweep != nil
+	tr.mu.Unlock()
+	if armed {
+		t.Error("the sweep is still armed with nothing idle")
+	}
+}
+
+// TestUnsupportedRequests are refused before anything is sent.
+func TestUnsupportedRequests(t *testing.T) {
+	tr := &Transport{}
+	for _, tt := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"https", func() *http.Request { r, _ := http.NewRequest("GET", "https://127.0.0.1:1/", nil); return r }},
+		{"upgrade", func() *http.Request {
+			r, _ := http.NewRequest("GET", "http://127.0.0.1:1/", nil)
+			r.Header.Set("Upgrade", "websocket")
+			return r
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tr.RoundTrip(tt.req()); !errors.Is(err, ErrUnsupported) {
+				t.Errorf("error %v, want ErrUnsupported", err)
+			}
+		})
+	}
+}
+
+// TestInformationalAnswersSkipped: a 1xx answer before the final one is
+// passed over.
+func TestInformationalAnswersSkipped(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Write([]byte("final"))
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := post(t, tr, context.Background(), srv.URL, "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || readAll(t, resp) != "final" {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+}
+
+// BenchmarkRoundTrip compares the exchange of a small POST through this
+// Transport and through net/http's, one caller at a time.
+func BenchmarkRoundTrip(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"jsonrpc":"2.0","id":"m1","result":{}}`))
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"h1client", &Transport{}},
+		{"net-http", http.DefaultTransport.(*http.Transport).Clone()},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":"m1","method":"tools/call"}`))
+				resp, err := tt.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			tt.rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+		})
+	}
+}
