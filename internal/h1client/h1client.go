@@ -44,6 +44,10 @@ const (
 	dialTimeout        = 30 * time.Second
 	keepAlive          = 30 * time.Second
 	bufferSize         = 4 << 10 // net/http's, for reads and writes
+	// MaxResponseHeaderBytes bounds the head of a response (its status
+	// line and headers, and any informational answers before it), as
+	// net/http's Transport bounds it (10 MiB by default there).
+	MaxResponseHeaderBytes = 1 << 20
 )
 
 // Errors of the Transport.
@@ -53,6 +57,8 @@ var (
 	ErrUnsupported = errors.New("h1client: unsupported request")
 	// ErrBodyClosed: a Read of a response body after its Close.
 	ErrBodyClosed = errors.New("h1client: read on closed response body")
+	// ErrHeadTooLarge: the response's head is over MaxResponseHeaderBytes.
+	ErrHeadTooLarge = fmt.Errorf("h1client: response head over %d bytes", MaxResponseHeaderBytes)
 )
 
 // Transport is an http.RoundTripper that keeps connections alive between
@@ -80,10 +86,32 @@ type Transport struct {
 // conn is one connection to the server; it serves one exchange at a time.
 type conn struct {
 	nc        net.Conn
-	br        *bufio.Reader
+	br        *bufio.Reader // reads headReader{c}
 	bw        *bufio.Writer
 	addr      string
 	idleSince time.Time
+	// headLeft is what the response's head may still read; below zero
+	// while a body is read (no bound here: the caller bounds bodies).
+	headLeft int64
+}
+
+// headReader reads the connection, within headLeft while a head is read.
+type headReader struct{ c *conn }
+
+func (r headReader) Read(p []byte) (int, error) {
+	c := r.c
+	if c.headLeft < 0 {
+		return c.nc.Read(p)
+	}
+	if c.headLeft == 0 {
+		return 0, ErrHeadTooLarge
+	}
+	if int64(len(p)) > c.headLeft {
+		p = p[:c.headLeft]
+	}
+	n, err := c.nc.Read(p)
+	c.headLeft -= int64(n)
+	return n, err
 }
 
 // aLongTimeAgo is the deadline that ends the connection's waits at once.
@@ -164,6 +192,8 @@ func (c *conn) exchange(req *http.Request) (*http.Response, error) {
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
+	c.headLeft = MaxResponseHeaderBytes - int64(c.br.Buffered())
+	defer func() { c.headLeft = -1 }()
 	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
@@ -204,8 +234,10 @@ func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc = rawio.NewConn(nc)
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, bufferSize), bw: bufio.NewWriterSize(nc, bufferSize), addr: addr}, nil
+	c := &conn{nc: rawio.NewConn(nc), addr: addr, headLeft: -1}
+	c.br = bufio.NewReaderSize(headReader{c}, bufferSize)
+	c.bw = bufio.NewWriterSize(c.nc, bufferSize)
+	return c, nil
 }
 
 // takeIdle removes and returns the most recently used idle connection to

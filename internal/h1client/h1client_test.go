@@ -438,3 +438,42 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// TestResponseHeadBounded: a server that sends an endless head gets
+// ErrHeadTooLarge once MaxResponseHeaderBytes are read, not the client's
+// memory.
+func TestResponseHeadBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		go func() {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: ")
+			chunk := []byte(strings.Repeat("a", 64<<10))
+			for range 2 * MaxResponseHeaderBytes / len(chunk) {
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		// Until the client closes: a close with its request unread would
+		// reset the connection, and the head with it.
+		io.Copy(io.Discard, c)
+	}()
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	if _, err := post(t, tr, context.Background(), "http://"+ln.Addr().String()+"/", "{}"); !errors.Is(err, ErrHeadTooLarge) {
+		t.Errorf("error %v, want ErrHeadTooLarge", err)
+	}
+	ln.Close()
+	<-served
+}
