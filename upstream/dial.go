@@ -97,11 +97,12 @@ func (u *Upstream) dial() (*connection, error) {
 		c := newStdioConn(rawPipe(p.stdout), rawPipe(p.stdin), u.opts.MaxMessageBytes)
 		return &connection{transport: c, raw: c, proc: p}, nil
 	case "http":
-		hc, err := newHTTPClient(u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
+		base, err := newHTTPTransport(u.cfg)
 		if err != nil {
 			return nil, err
 		}
-		raw := newRawHTTPClient(hc, u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
+		hc := layered(base, u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
+		raw := newRawHTTPClient(base, hc, u.cfg, u.opts.MaxMessageBytes, u.opts.Credential, u.log)
 		return &connection{transport: &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxRetries: 2,
 			MaxEventSize: sseEventLimit(u.opts.MaxMessageBytes)}, http: hc, rawHTTP: raw}, nil
 	case "sse":

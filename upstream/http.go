@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/h1client"
@@ -31,21 +32,26 @@ func newHTTPClient(cfg config.Server, maxMessageBytes int, cred Credential, log 
 }
 
 // newRawHTTPClient returns the client of a streamable HTTP upstream's raw
-// calls (httpraw.go) beside hc, the SDK session's (newHTTPClient): the
-// same layers over an h1client.Transport, which makes each exchange on the
-// calling goroutine, when the upstream is plain http reached without a
-// proxy; else hc itself. Raw calls are the hot path: net/http's Transport
-// wakes three or four goroutines for each (docs/architecture.md, Direct
-// system calls).
-func newRawHTTPClient(hc *http.Client, cfg config.Server, maxMessageBytes int, cred Credential, log *zap.Logger) *http.Client {
+// calls (httpraw.go) beside hc, the SDK session's client over base
+// (newHTTPClient): the same layers over an h1client.Transport, which makes
+// each exchange on the calling goroutine, when the upstream is plain http
+// reached without a proxy on Linux (where h1client can check a kept
+// connection before reusing it); else hc itself. Requests h1client does
+// not make (a redirect to https, a proxied host) go to base. Raw calls are
+// the hot path: net/http's Transport wakes three or four goroutines for
+// each (docs/architecture.md, Direct system calls).
+func newRawHTTPClient(base *http.Transport, hc *http.Client, cfg config.Server, maxMessageBytes int, cred Credential, log *zap.Logger) *http.Client {
+	if runtime.GOOS != "linux" {
+		return hc
+	}
 	req, err := http.NewRequest(http.MethodPost, cfg.URL, nil)
 	if err != nil || req.URL.Scheme != "http" {
 		return hc
 	}
-	if proxy, err := http.ProxyFromEnvironment(req); err != nil || proxy != nil {
+	if proxy, err := base.Proxy(req); err != nil || proxy != nil {
 		return hc
 	}
-	return layered(&h1client.Transport{}, cfg, maxMessageBytes, cred, log)
+	return layered(&h1client.Transport{Fallback: base, Proxy: base.Proxy}, cfg, maxMessageBytes, cred, log)
 }
 
 // newHTTPTransport returns net/http's transport as an upstream's client

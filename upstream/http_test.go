@@ -353,6 +353,9 @@ func TestHTTPClientConnsUseRawIO(t *testing.T) {
 // h1client under the same layers as the session's client; an https
 // upstream keeps the session's client (net/http) for them.
 func TestRawHTTPClient(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("h1client serves raw calls on Linux only")
+	}
 	for _, tt := range []struct {
 		name, url string
 		direct    bool
@@ -362,11 +365,12 @@ func TestRawHTTPClient(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Server{Name: "h", URL: tt.url, Headers: map[string]string{"X-Team": "a"}}
-			hc, err := newHTTPClient(cfg, 1<<20, nil, zap.NewNop())
+			base, err := newHTTPTransport(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw := newRawHTTPClient(hc, cfg, 1<<20, nil, zap.NewNop())
+			hc := layered(base, cfg, 1<<20, nil, zap.NewNop())
+			raw := newRawHTTPClient(base, hc, cfg, 1<<20, nil, zap.NewNop())
 			if !tt.direct {
 				if raw != hc {
 					t.Error("the raw client is not the session's")
@@ -381,8 +385,8 @@ func TestRawHTTPClient(t *testing.T) {
 			if !ok || ht.headers["X-Team"] != "a" {
 				t.Fatalf("below the bound: %T, want the configured headers", lt.base)
 			}
-			if _, ok := ht.base.(*h1client.Transport); !ok {
-				t.Errorf("at the bottom: %T, want *h1client.Transport", ht.base)
+			if h1, ok := ht.base.(*h1client.Transport); !ok || h1.Fallback != base {
+				t.Errorf("at the bottom: %T, want *h1client.Transport falling back to the session's", ht.base)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/envelope"
+	"github.com/manifold-mcp/manifold/internal/h1client"
 	"github.com/manifold-mcp/manifold/internal/mcpx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -697,6 +699,29 @@ func TestCallRawHTTPReusesItsConnection(t *testing.T) {
 	}
 }
 
+// TestCallRawHTTPUsesH1Client: on Linux the live connection's raw calls
+// to a plain-http upstream go through h1client (on the caller's
+// goroutine), under the session client's layers.
+func TestCallRawHTTPUsesH1Client(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("h1client serves raw calls on Linux only")
+	}
+	u, _ := startRawHTTP(t, true, false, nil)
+	u.mu.Lock()
+	hr, _ := u.raw.(*httpRaw)
+	u.mu.Unlock()
+	if hr == nil {
+		t.Fatal("the live connection takes no raw HTTP calls")
+	}
+	bottom := hr.client.Transport.(*limitTransport).base.(*headerTransport).base
+	if _, ok := bottom.(*h1client.Transport); !ok {
+		t.Errorf("raw calls go through %T, want *h1client.Transport", bottom)
+	}
+	if _, err := u.CallRaw(context.Background(), "tools/call", []byte(`{"name":"echo","arguments":{"message":"m"}}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rawCallsTo is a handler that passes raw calls (POSTs with the gateway's
 // string ids), their body read, to serve, and every other request to next.
 func rawCallsTo(t *testing.T, next http.Handler, serve func(w http.ResponseWriter, r *http.Request, body []byte)) http.Handler {
@@ -718,7 +743,7 @@ func rawCallsTo(t *testing.T, next http.Handler, serve func(w http.ResponseWrite
 // TestCallRawHTTPStreamLeftOpen: a server that keeps a call's answer
 // stream open after the response does not hold the call: the drain of the
 // stream is bounded (the sweep ends it), the call returns its result, and
-// the next call is served on another connection.
+// the next call works too (the held connection is not reused).
 func TestCallRawHTTPStreamLeftOpen(t *testing.T) {
 	checkLeaks(t)
 	u, _ := startRawHTTP(t, false, false, nil, func(next http.Handler) http.Handler {

@@ -329,13 +329,16 @@ func (u *Upstream) acquireLive(ctx context.Context, deadline time.Time, raw bool
 	if raw && l.raw == nil {
 		return live{}, fmt.Errorf("upstream %q: %w", u.cfg.Name, ErrRawUnsupported)
 	}
-	select {
-	case u.slots <- struct{}{}:
-		u.inflight.Add()
-		return l, nil
-	default:
+	if ctx.Err() == nil {
+		select {
+		case u.slots <- struct{}{}:
+			u.inflight.Add()
+			return l, nil
+		default:
+		}
 	}
-	// Every slot is taken: wait, with a timer only now (see expiry.go).
+	// Every slot is taken (or ctx has ended): wait, with a timer only now
+	// (see expiry.go).
 	var timeout <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))

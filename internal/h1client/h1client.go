@@ -16,10 +16,13 @@
 // goroutine runs.
 //
 // What it leaves out: TLS, proxies, HTTP/2, protocol upgrades and retries.
-// A request whose connection fails is not sent again (net/http, too, sends
-// a POST again only when nothing of it was written); a kept connection is
-// checked before it is reused, so a connection the server closed while it
-// sat idle is not used.
+// Requests it does not make (another scheme, as after a redirect to https;
+// a proxy; an upgrade) go to its Fallback. A request whose connection
+// fails is not sent again (net/http, too, sends a POST again only when
+// nothing of it was written); a kept connection is checked before it is
+// reused, so a connection the server closed while it sat idle is not
+// used. A server that answers before it has read the whole request (a 413,
+// a 401) has its answer returned, as net/http returns it.
 package h1client
 
 import (
@@ -30,6 +33,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,10 +81,20 @@ type Transport struct {
 	// IdleTimeout closes a connection idle this long (DefaultIdleTimeout
 	// when 0).
 	IdleTimeout time.Duration
+	// Fallback makes the requests this Transport does not (see
+	// ErrUnsupported) and those Proxy sends through a proxy; nil refuses
+	// them with ErrUnsupported.
+	Fallback http.RoundTripper
+	// Proxy, when set, says which requests go through a proxy (as
+	// http.Transport's Proxy field): those go to Fallback.
+	Proxy func(*http.Request) (*url.URL, error)
 
 	mu    sync.Mutex
 	idle  map[string][]*conn // per address, the most recently used last
 	sweep *time.Timer        // armed while a connection is idle
+	// gen counts CloseIdleConnections: a connection taken out before the
+	// last one is closed when its exchange ends, not kept.
+	gen uint64
 }
 
 // conn is one connection to the server; it serves one exchange at a time.
@@ -89,6 +103,7 @@ type conn struct {
 	br        *bufio.Reader // reads headReader{c}
 	bw        *bufio.Writer
 	addr      string
+	gen       uint64 // Transport.gen when it was taken out
 	idleSince time.Time
 	// headLeft is what the response's head may still read; below zero
 	// while a body is read (no bound here: the caller bounds bodies).
@@ -119,7 +134,16 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := supported(req); err != nil {
+	err := supported(req)
+	if err == nil && t.Proxy != nil {
+		if proxy, perr := t.Proxy(req); perr != nil || proxy != nil {
+			err = fmt.Errorf("%w: through a proxy", ErrUnsupported)
+		}
+	}
+	if err != nil {
+		if t.Fallback != nil {
+			return t.Fallback.RoundTrip(req)
+		}
 		closeBody(req)
 		return nil, err
 	}
@@ -183,15 +207,40 @@ func hostPort(req *http.Request) string {
 	return net.JoinHostPort(req.URL.Hostname(), "80")
 }
 
+// earlyAnswerWait bounds the wait for an answer the server may have sent
+// before it stopped reading the request (exchange).
+const earlyAnswerWait = 50 * time.Millisecond
+
 // exchange writes req and reads the head of its response, skipping
-// informational (1xx) answers.
+// informational (1xx) answers. When the write fails, an answer the server
+// sent before it stopped reading (a 413 to an oversized request, say) is
+// returned, on a connection not kept; else the write's error.
 func (c *conn) exchange(req *http.Request) (*http.Response, error) {
-	if err := req.Write(c.bw); err != nil {
-		return nil, err
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
-		return nil, err
+	if err != nil {
+		_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+		resp, rerr := c.readHead(req)
+		// The body reads without the bound; a context that ended meanwhile
+		// keeps its deadline (RoundTrip's watch may have run before).
+		_ = c.nc.SetReadDeadline(time.Time{})
+		if req.Context().Err() != nil {
+			_ = c.nc.SetDeadline(aLongTimeAgo)
+		}
+		if rerr != nil {
+			return nil, err
+		}
+		resp.Close = true
+		return resp, nil
 	}
+	return c.readHead(req)
+}
+
+// readHead reads the head of req's response, skipping informational (1xx)
+// answers, within MaxResponseHeaderBytes.
+func (c *conn) readHead(req *http.Request) (*http.Response, error) {
 	c.headLeft = MaxResponseHeaderBytes - int64(c.br.Buffered())
 	defer func() { c.headLeft = -1 }()
 	for {
@@ -221,7 +270,7 @@ func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
 		// A connection the server closed, or that holds bytes nobody
 		// asked for, or that idled too long, is not reused.
 		if now.Sub(c.idleSince) < t.idleTimeout() && c.br.Buffered() == 0 && rawio.Open(c.nc) {
-			return c, nil
+			return c, nil // takeIdle set its gen
 		}
 		c.nc.Close()
 	}
@@ -234,7 +283,10 @@ func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{nc: rawio.NewConn(nc), addr: addr, headLeft: -1}
+	t.mu.Lock()
+	gen := t.gen
+	t.mu.Unlock()
+	c := &conn{nc: rawio.NewConn(nc), addr: addr, gen: gen, headLeft: -1}
 	c.br = bufio.NewReaderSize(headReader{c}, bufferSize)
 	c.bw = bufio.NewWriterSize(c.nc, bufferSize)
 	return c, nil
@@ -252,6 +304,7 @@ func (t *Transport) takeIdle(addr string) *conn {
 	c := cs[len(cs)-1]
 	cs[len(cs)-1] = nil
 	t.idle[addr] = cs[:len(cs)-1]
+	c.gen = t.gen
 	return c
 }
 
@@ -263,7 +316,7 @@ func (t *Transport) put(c *conn) {
 	if max <= 0 {
 		max = DefaultMaxIdle
 	}
-	if len(t.idle[c.addr]) >= max {
+	if len(t.idle[c.addr]) >= max || c.gen != t.gen {
 		t.mu.Unlock()
 		c.nc.Close()
 		return
@@ -320,10 +373,12 @@ func (t *Transport) closeStale() {
 	}
 }
 
-// CloseIdleConnections closes the connections kept idle; those in use are
-// closed when their exchange ends, or kept for the next request.
+// CloseIdleConnections closes the connections kept idle, and those in use
+// when their exchange ends; connections opened or taken afterwards are
+// kept as before.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
+	t.gen++
 	idle := t.idle
 	t.idle = nil
 	if t.sweep != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -476,4 +477,117 @@ func TestResponseHeadBounded(t *testing.T) {
 	}
 	ln.Close()
 	<-served
+}
+
+// TestEarlyAnswer: a server that answers before it has read the whole
+// request, and stops reading, has its answer returned, not the failed
+// write; the connection is not kept.
+func TestEarlyAnswer(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.CopyN(io.Discard, r.Body, 64<<10)
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		w.Write([]byte("too large"))
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(strings.Repeat("x", 64<<20)))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("error %v, want the server's 413", err)
+	}
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || readAll(t, resp) != "too large" {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+	if n := tr.idleCount(); n != 0 {
+		t.Errorf("%d idle connections kept, want 0", n)
+	}
+}
+
+// TestFallback: requests the Transport does not make (another scheme, as
+// after a redirect to https; one Proxy sends through a proxy) go to its
+// Fallback, and those it makes do not.
+func TestFallback(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("direct")) })
+	var fell []string
+	fallback := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		fell = append(fell, req.URL.String())
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	})
+	tr := &Transport{Fallback: fallback, Proxy: func(req *http.Request) (*url.URL, error) {
+		if req.URL.Path == "/proxied" {
+			return url.Parse("http://127.0.0.1:1")
+		}
+		return nil, nil
+	}}
+	defer tr.CloseIdleConnections()
+	for _, u := range []string{"https://127.0.0.1:1/", srv.URL + "/proxied", srv.URL + "/"} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		readAll(t, resp)
+	}
+	if want := []string{"https://127.0.0.1:1/", srv.URL + "/proxied"}; strings.Join(fell, " ") != strings.Join(want, " ") {
+		t.Errorf("the fallback made %q, want %q", fell, want)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestEndedContextNeverReused: a body whose context ended is not kept even
+// when it is then read to its end from what was already buffered, and the
+// next request works.
+func TestEndedContextNeverReused(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("small")) })
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := post(t, tr, ctx, srv.URL, "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(10 * time.Millisecond) // let the watch set the deadline
+	io.ReadAll(resp.Body)             // the small body was buffered with the head
+	resp.Body.Close()
+	if n := tr.idleCount(); n != 0 {
+		t.Errorf("%d idle connections kept after the context ended, want 0", n)
+	}
+	resp, err = post(t, tr, context.Background(), srv.URL, "{}")
+	if err != nil {
+		t.Fatalf("the next request: %v", err)
+	}
+	if got := readAll(t, resp); got != "small" {
+		t.Errorf("body %q", got)
+	}
+}
+
+// TestCloseIdleEndsConnectionsInUse: a connection in use when
+// CloseIdleConnections is called is closed when its exchange ends, not
+// kept; later ones are kept again.
+func TestCloseIdleEndsConnectionsInUse(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := post(t, tr, context.Background(), srv.URL, "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.CloseIdleConnections()
+	readAll(t, resp)
+	if n := tr.idleCount(); n != 0 {
+		t.Errorf("%d idle connections kept, want 0", n)
+	}
+	resp, err = post(t, tr, context.Background(), srv.URL, "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if n := tr.idleCount(); n != 1 {
+		t.Errorf("%d idle connections kept, want 1", n)
+	}
 }
