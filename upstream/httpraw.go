@@ -192,9 +192,14 @@ func (h *httpRaw) close() {
 	}
 }
 
-// expire ends the calls whose deadline has passed (expiry).
+// expire ends the calls whose deadline has passed (expiry), each with its
+// cause.
 func (h *httpRaw) expire(now time.Time) bool {
-	var expired []*flight
+	type due struct {
+		cancel context.CancelCauseFunc
+		cause  error
+	}
+	var expired []due
 	waiting := false
 	h.mu.Lock()
 	for _, f := range h.flights {
@@ -203,15 +208,12 @@ func (h *httpRaw) expire(now time.Time) bool {
 		case now.Before(f.deadline):
 			waiting = true
 		default:
-			expired = append(expired, f)
+			expired = append(expired, due{f.cancel, f.cause})
 		}
 	}
 	h.mu.Unlock()
-	for _, f := range expired {
-		h.mu.Lock()
-		cause := f.cause
-		h.mu.Unlock()
-		f.cancel(cause)
+	for _, d := range expired {
+		d.cancel(d.cause)
 	}
 	return waiting
 }
@@ -223,8 +225,8 @@ func (h *httpRaw) land(n uint64) {
 	h.mu.Unlock()
 }
 
-// draining gives call n drainWait more to read the rest of its answer
-// stream (drain), with errDrainTimeout as the cause of its end.
+// draining gives flight f drainWait more to read the rest of its answer
+// stream, with errDrainTimeout as the cause of its end.
 func (h *httpRaw) draining(f *flight) {
 	h.mu.Lock()
 	f.deadline, f.cause = time.Now().Add(drainWait), errDrainTimeout

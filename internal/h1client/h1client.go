@@ -393,17 +393,6 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// idleCount is the number of connections kept idle (for tests).
-func (t *Transport) idleCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, cs := range t.idle {
-		n += len(cs)
-	}
-	return n
-}
-
 // body is a response body read from its connection. When it has been read
 // to its end the connection is kept for the next request (unless the
 // server or the request asked to close it, or the context ended); closed

@@ -58,6 +58,17 @@ func heldServer(t *testing.T, start http.HandlerFunc) *server {
 	return srv
 }
 
+// idleCount is the number of connections tr keeps idle.
+func (t *Transport) idleCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, cs := range t.idle {
+		n += len(cs)
+	}
+	return n
+}
+
 func post(t *testing.T, tr *Transport, ctx context.Context, url, body string) (*http.Response, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
