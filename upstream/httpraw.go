@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -569,7 +568,9 @@ func answer(data []byte, n uint64) (ours bool, result []byte, rpcErr *jsonrpc.Er
 func (h *httpRaw) readStream(ctx context.Context, body io.Reader, n uint64) ([]byte, *jsonrpc.Error, error) {
 	// The reader bounds each event itself (limitTransport leaves the
 	// stream of a raw call unbuffered: see boundsItsEvents).
-	r := sseReader{br: bufio.NewReader(body), max: h.u.opts.MaxMessageBytes}
+	br := newStreamReader(body)
+	defer releaseStreamReader(br)
+	r := sseReader{br: br, max: h.u.opts.MaxMessageBytes}
 	var s serverRequests
 	defer s.cancelAll()
 	resumes := 0
@@ -583,7 +584,8 @@ func (h *httpRaw) readStream(ctx context.Context, body io.Reader, n uint64) ([]b
 			var resumed io.ReadCloser
 			if resumed, err = h.resumeStream(ctx, r.lastID, cmp.Or(r.retry, resumeDelay)); err == nil {
 				defer resumed.Close()
-				r.br, r.has = bufio.NewReader(resumed), false
+				br.Reset(resumed)
+				r.has = false
 				continue
 			}
 		}
