@@ -100,6 +100,8 @@ func TestParseFlags(t *testing.T) {
 		{"missing binaries", []string{"--bin", "."}, "--bin:"},
 		{"small payload", []string{"--bin", ".", "--memory", "--payload", "10"}, "--payload must be"},
 		{"no idle sessions", []string{"--bin", ".", "--memory", "--idle-sessions", "-1"}, "--idle-sessions positive"},
+		{"gateway env without a value", []string{"--bin", ".", "--gateway-env", "GOMAXPROCS"}, "is not KEY=VALUE"},
+		{"gateway env without a key", []string{"--bin", ".", "--gateway-env", "=1"}, "is not KEY=VALUE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,5 +127,51 @@ func TestMedianOf(t *testing.T) {
 		if got := medianOf(tt.in); got != tt.want {
 			t.Errorf("medianOf(%v) = %v, want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestGatewayEnvReachesTheGatewayOnly starts a stand-in for manifold both
+// ways the suite starts gateways (startProc for HTTP fronts, the command
+// line the load tool runs for stdio→stdio) and a stand-in fixture: the
+// settings of --gateway-env reach the first two and not the third.
+func TestGatewayEnvReachesTheGatewayOnly(t *testing.T) {
+	bin := t.TempDir()
+	probe := "#!/bin/sh\necho \"[$BENCH_PROBE]\"\n"
+	for _, name := range []string{"manifold", "manifold-fixture"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(probe), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &env{binDir: bin, dir: t.TempDir(), timeout: 5 * time.Second, gatewayEnv: []string{"BENCH_PROBE=42"}}
+	defer e.stop()
+	output := func(r io.Reader) string {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(data))
+	}
+
+	_, stdout, err := e.startProc(e.bin("manifold"), e.gatewayEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := output(stdout); got != "[42]" {
+		t.Errorf("HTTP gateway saw BENCH_PROBE %s, want [42]", got)
+	}
+	argv := e.gatewayCommand("serve", "--stdio")
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "[42]" {
+		t.Errorf("stdio gateway (%q) saw BENCH_PROBE %s, want [42]", argv, got)
+	}
+	_, stdout, err = e.startProc(e.bin("manifold-fixture"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := output(stdout); got != "[]" {
+		t.Errorf("fixture saw BENCH_PROBE %s, want it unset", got)
 	}
 }

@@ -81,6 +81,9 @@ type config struct {
 	memory       bool
 	payload      int
 	idleSessions int
+	// gatewayEnv are KEY=VALUE settings added to the environment of the
+	// gateway's processes only (not the fixture's, not the load tool's).
+	gatewayEnv []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -89,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		short    bool
 		sessions string
 		targets  string
+		genv     string
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -103,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.memory, "memory", false, "measure the gateway's memory (large payloads, idle sessions) instead of throughput")
 	fs.IntVar(&cfg.payload, "payload", 4<<20, "with --memory: bytes of the tool result and of the resource read")
 	fs.IntVar(&cfg.idleSessions, "idle-sessions", 1000, "with --memory: idle sessions to open")
+	fs.StringVar(&genv, "gateway-env", "", "comma-separated `KEY=VALUE` settings for the gateway's processes only, such as GOMAXPROCS=1")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -133,6 +138,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			}
 			cfg.targets = append(cfg.targets, t)
 		}
+	}
+	for kv := range strings.SplitSeq(genv, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return cfg, fmt.Errorf("--gateway-env: %q is not KEY=VALUE", kv)
+		}
+		cfg.gatewayEnv = append(cfg.gatewayEnv, kv)
 	}
 	if cfg.rounds < 1 || cfg.calls < 1 || cfg.duration <= 0 {
 		return cfg, errors.New("--rounds, --calls and --duration must be positive")

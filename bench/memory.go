@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -61,6 +62,9 @@ var memShapes = []memShape{
 			return nil, 0, err
 		}
 		cmd := exec.Command(e.bin("manifold"), "serve", "--stdio", "--config", cfg)
+		if len(e.gatewayEnv) > 0 {
+			cmd.Env = append(os.Environ(), e.gatewayEnv...)
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		cs, err := newClient().Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 		if cmd.Process != nil {
@@ -459,11 +463,20 @@ func runMemory(ctx context.Context, cfg config, stdout, stderr io.Writer) (paylo
 	return payloads, idles, errors.Join(failures...)
 }
 
+// printGatewayEnv names the settings the gateway ran with, if any, under
+// a report's heading.
+func printGatewayEnv(w io.Writer, cfg config) {
+	if len(cfg.gatewayEnv) > 0 {
+		fmt.Fprintf(w, "The gateway ran with %s in its environment.\n", strings.Join(cfg.gatewayEnv, " "))
+	}
+}
+
 // printMemory prints the medians over the rounds of the payload and the
 // idle-session measurements.
 func printMemory(w io.Writer, cfg config, payloads []payloadResult, idles []idleResult) {
 	fmt.Fprintf(w, "Gateway process memory, medians over %d round(s); maxMessageBytes %d. Growth = peak RSS (VmHWM) during the call − RSS before it.\n\n",
 		cfg.rounds, maxMessageBytes(cfg.payload))
+	printGatewayEnv(w, cfg)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "shape\tmethod\tpayload MiB\tbaseline RSS MiB\tpeak RSS MiB\tgrowth MiB\tgrowth/payload\t")
 	for _, shape := range memShapes {

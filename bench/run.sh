@@ -9,6 +9,7 @@
 #   bash bench/run.sh --rounds 3 --sessions 1,8 --calls 2000 --json /tmp/bench.json
 #   bash bench/run.sh --memory --rounds 3  # the gateway's memory: 4 MiB payloads, 1,000 idle sessions
 #   bash bench/run.sh --memory --short     # its smoke test (what CI runs)
+#   bash bench/run.sh --rounds 3 --gateway-env GOMAXPROCS=1   # settings for the gateway's processes only
 #
 # Everything listens on 127.0.0.1 only; every server is stopped after use.
 set -euo pipefail

@@ -230,6 +230,7 @@ func printTable(w io.Writer, cfg config, targets []*target, meds []median) {
 		return nil
 	}
 	fmt.Fprintf(w, "Medians over %d round(s), %d calls of echo per measurement; ratios are to the direct target (x = gateway / direct).\n", cfg.rounds, cfg.calls)
+	printGatewayEnv(w, cfg)
 	for _, sessions := range cfg.sessions {
 		fmt.Fprintf(w, "\n%d session(s)\n", sessions)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

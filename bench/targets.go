@@ -75,7 +75,7 @@ var allTargets = []*target{
 		if err != nil {
 			return nil, err
 		}
-		return []string{"--", e.bin("manifold"), "serve", "--stdio", "--config", cfg}, nil
+		return append([]string{"--"}, e.gatewayCommand("serve", "--stdio", "--config", cfg)...), nil
 	}},
 }
 
@@ -110,6 +110,8 @@ type env struct {
 	groups  []int
 	logs    []string
 	timeout time.Duration
+	// gatewayEnv is added to the environment of the gateway's processes.
+	gatewayEnv []string
 }
 
 // newEnv returns an env with a scratch directory; close stops its servers
@@ -119,7 +121,18 @@ func newEnv(cfg config) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &env{binDir: cfg.binDir, dir: dir, timeout: 30 * time.Second}, nil
+	return &env{binDir: cfg.binDir, dir: dir, timeout: 30 * time.Second, gatewayEnv: cfg.gatewayEnv}, nil
+}
+
+// gatewayCommand is the command line that runs manifold with args and the
+// gateway's environment settings: env(1) in front of it when there are
+// some, for the load tool, which starts the stdio→stdio gateways itself.
+func (e *env) gatewayCommand(args ...string) []string {
+	cmd := append([]string{e.bin("manifold")}, args...)
+	if len(e.gatewayEnv) == 0 {
+		return cmd
+	}
+	return append(append([]string{"env"}, e.gatewayEnv...), cmd...)
 }
 
 func (e *env) close() {
@@ -135,15 +148,18 @@ func (e *env) config(name, body string) (string, error) {
 	return p, os.WriteFile(p, []byte(body), 0o600)
 }
 
-// startProc starts a server in its own process group, stderr to a log
-// file, and returns it with its stdout.
-func (e *env) startProc(name string, args ...string) (*exec.Cmd, io.Reader, error) {
+// startProc starts a server in its own process group, with extra added to
+// the environment and stderr to a log file, and returns it with its stdout.
+func (e *env) startProc(name string, extra []string, args ...string) (*exec.Cmd, io.Reader, error) {
 	logPath := filepath.Join(e.dir, fmt.Sprintf("%d-%s.log", len(e.procs), filepath.Base(name)))
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command(name, args...)
+	if len(extra) > 0 {
+		cmd.Env = append(os.Environ(), extra...)
+	}
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
@@ -202,7 +218,7 @@ func (e *env) logTail() string {
 }
 
 func (e *env) startFixtureHTTP(ctx context.Context) (string, int, error) {
-	cmd, stdout, err := e.startProc(e.bin("manifold-fixture"), "--http", "127.0.0.1:0")
+	cmd, stdout, err := e.startProc(e.bin("manifold-fixture"), nil, "--http", "127.0.0.1:0")
 	if err != nil {
 		return "", 0, err
 	}
@@ -235,7 +251,7 @@ func (e *env) startGateway(ctx context.Context, cfg string) (string, int, error)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd, stdout, err := e.startProc(e.bin("manifold"), "serve", "--config", cfg, "--listen", addr)
+	cmd, stdout, err := e.startProc(e.bin("manifold"), e.gatewayEnv, "serve", "--config", cfg, "--listen", addr)
 	if err != nil {
 		return "", 0, err
 	}
