@@ -22,7 +22,9 @@
 // nothing of it was written); a kept connection is checked before it is
 // reused, so a connection the server closed while it sat idle is not
 // used. A server that answers before it has read the whole request (a 413,
-// a 401) has its answer returned, as net/http returns it.
+// a 401) has its answer returned, on a connection that is not kept, unless
+// the request's context has ended. Headers net/http's Transport refuses
+// (an invalid name, a value with a line break) are refused here too.
 package h1client
 
 import (
@@ -39,6 +41,7 @@ import (
 	"time"
 
 	"github.com/manifold-mcp/manifold/internal/rawio"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults of the Transport's fields.
@@ -152,6 +155,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	if err := validHeader(req.Header); err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	c, err := t.conn(ctx, hostPort(req))
 	if err != nil {
 		closeBody(req)
@@ -169,7 +176,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	b := &body{t: t, c: c, rc: resp.Body, stop: stop, keep: !resp.Close && !req.Close}
+	b := &body{t: t, c: c, rc: resp.Body, ctx: ctx, stop: stop, keep: !resp.Close && !req.Close}
 	if resp.Body == http.NoBody {
 		b.finish(true)
 		return resp, nil
@@ -189,6 +196,23 @@ func supported(req *http.Request) error {
 		return fmt.Errorf("%w: no host", ErrUnsupported)
 	case req.Header.Get("Upgrade") != "":
 		return fmt.Errorf("%w: protocol upgrade", ErrUnsupported)
+	}
+	return nil
+}
+
+// validHeader refuses a header net/http's Transport refuses: an invalid
+// field name, or a value with a control character such as a line break
+// (Request.Write would send the value with its line breaks made spaces).
+func validHeader(h http.Header) error {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("h1client: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("h1client: invalid header field value for %q", k)
+			}
+		}
 	}
 	return nil
 }
@@ -221,13 +245,23 @@ func (c *conn) exchange(req *http.Request) (*http.Response, error) {
 		err = c.bw.Flush()
 	}
 	if err != nil {
+		if req.Context().Err() != nil {
+			// The write failed because the context ended (RoundTrip's
+			// watch): there is no answer to wait for.
+			return nil, err
+		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(earlyAnswerWait))
 		resp, rerr := c.readHead(req)
 		// The body reads without the bound; a context that ended meanwhile
-		// keeps its deadline (RoundTrip's watch may have run before).
+		// keeps its deadline (RoundTrip's watch may have run before), and
+		// the exchange ends with it.
 		_ = c.nc.SetReadDeadline(time.Time{})
 		if req.Context().Err() != nil {
 			_ = c.nc.SetDeadline(aLongTimeAgo)
+			if rerr == nil {
+				resp.Body.Close()
+			}
+			return nil, err
 		}
 		if rerr != nil {
 			return nil, err
@@ -279,13 +313,15 @@ func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
 		d := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
 		dial = d.DialContext
 	}
+	// The generation is the one the dial started in: a connection dialled
+	// while CloseIdleConnections ran is not kept after its exchange.
+	t.mu.Lock()
+	gen := t.gen
+	t.mu.Unlock()
 	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	gen := t.gen
-	t.mu.Unlock()
 	c := &conn{nc: rawio.NewConn(nc), addr: addr, gen: gen, headLeft: -1}
 	c.br = bufio.NewReaderSize(headReader{c}, bufferSize)
 	c.bw = bufio.NewWriterSize(c.nc, bufferSize)
@@ -401,7 +437,8 @@ type body struct {
 	t    *Transport
 	c    *conn
 	rc   io.ReadCloser // net/http's reader of the body's framing
-	stop func() bool   // stops the context's watch; false: it ended
+	ctx  context.Context
+	stop func() bool // stops the context's watch; false: it ended
 	keep bool
 	// state: bodyOpen, then bodyRead (read to its end) or bodyClosed.
 	state atomic.Uint32
@@ -427,6 +464,11 @@ func (b *body) Read(p []byte) (int, error) {
 		b.finish(true)
 	case err != nil:
 		b.finish(false)
+		if cerr := b.ctx.Err(); cerr != nil {
+			// The watch ended the read with a past deadline: the caller
+			// is told why, as net/http tells it, not of a timeout.
+			err = cerr
+		}
 	}
 	return n, err
 }

@@ -296,8 +296,10 @@ func TestContextEndsTheExchange(t *testing.T) {
 			t.Fatalf("first line %q, %v", line, err)
 		}
 		cancel()
-		if _, err := io.ReadAll(resp.Body); err == nil {
-			t.Fatal("the body read on after the context ended")
+		// The context's error, not the timeout of the past deadline that
+		// ended the read.
+		if _, err := io.ReadAll(resp.Body); !errors.Is(err, context.Canceled) {
+			t.Fatalf("the body read on after the context ended: %v, want context.Canceled", err)
 		}
 	})
 	if n := tr.idleCount(); n != 0 {
@@ -451,15 +453,16 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// TestResponseHeadBounded: a server that sends an endless head gets
-// ErrHeadTooLarge once MaxResponseHeaderBytes are read, not the client's
-// memory.
-func TestResponseHeadBounded(t *testing.T) {
+// oneConnServer accepts one connection on 127.0.0.1, runs serve on it and
+// then reads it until the client closes it (a close with the request
+// unread would reset the connection, and what serve wrote with it). done
+// stops the server and waits for it.
+func oneConnServer(t *testing.T, serve func(c net.Conn)) (addr string, done func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -468,6 +471,25 @@ func TestResponseHeadBounded(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		serve(c)
+		io.Copy(io.Discard, c)
+	}()
+	var once sync.Once
+	done = func() {
+		once.Do(func() {
+			ln.Close()
+			<-served
+		})
+	}
+	t.Cleanup(done)
+	return ln.Addr().String(), done
+}
+
+// TestResponseHeadBounded: a server that sends an endless head gets
+// ErrHeadTooLarge once MaxResponseHeaderBytes are read, not the client's
+// memory.
+func TestResponseHeadBounded(t *testing.T) {
+	addr, done := oneConnServer(t, func(c net.Conn) {
 		go func() {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: ")
 			chunk := []byte(strings.Repeat("a", 64<<10))
@@ -477,17 +499,13 @@ func TestResponseHeadBounded(t *testing.T) {
 				}
 			}
 		}()
-		// Until the client closes: a close with its request unread would
-		// reset the connection, and the head with it.
-		io.Copy(io.Discard, c)
-	}()
+	})
 	tr := &Transport{}
 	defer tr.CloseIdleConnections()
-	if _, err := post(t, tr, context.Background(), "http://"+ln.Addr().String()+"/", "{}"); !errors.Is(err, ErrHeadTooLarge) {
+	if _, err := post(t, tr, context.Background(), "http://"+addr+"/", "{}"); !errors.Is(err, ErrHeadTooLarge) {
 		t.Errorf("error %v, want ErrHeadTooLarge", err)
 	}
-	ln.Close()
-	<-served
+	done()
 }
 
 // TestEarlyAnswer: a server that answers before it has read the whole
@@ -600,5 +618,86 @@ func TestCloseIdleEndsConnectionsInUse(t *testing.T) {
 	readAll(t, resp)
 	if n := tr.idleCount(); n != 1 {
 		t.Errorf("%d idle connections kept, want 1", n)
+	}
+}
+
+// TestContextEndedDuringTheWrite: a request whose context ends while its
+// body is being written gets the context's error at once, not an answer
+// the server sends a moment later (which the early-answer wait would
+// otherwise have returned as a success).
+func TestContextEndedDuringTheWrite(t *testing.T) {
+	addr, done := oneConnServer(t, func(c net.Conn) {
+		time.Sleep(30 * time.Millisecond) // reads nothing, then answers
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	body := strings.Repeat("x", 64<<20) // far more than the socket buffers take
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	resp, err := post(t, tr, ctx, "http://"+addr+"/", body)
+	if resp != nil {
+		t.Errorf("a response (HTTP %d) to a request whose context ended during the write", resp.StatusCode)
+		resp.Body.Close()
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the context's", err)
+	}
+	done()
+}
+
+// TestDialDuringCloseIdleConnections: a connection whose dial began
+// before CloseIdleConnections is not kept after its exchange, as one in
+// use at that moment is not.
+func TestDialDuringCloseIdleConnections(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	dialing, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tr := &Transport{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		once.Do(func() { close(dialing); <-proceed })
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	defer tr.CloseIdleConnections()
+	done := make(chan error, 1)
+	go func() {
+		resp, err := post(t, tr, context.Background(), srv.URL, "{}")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-dialing
+	tr.CloseIdleConnections()
+	close(proceed)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := tr.idleCount(); n != 0 {
+		t.Errorf("%d idle connections kept, dialled while CloseIdleConnections ran; want 0", n)
+	}
+}
+
+// TestInvalidHeadersRefused: a header value with a line break, or an
+// invalid name, is refused before anything is sent, as net/http refuses
+// it, not sent with the break made a space.
+func TestInvalidHeadersRefused(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	for name, h := range map[string]http.Header{
+		"value with a line break": {"X-Token": {"abc\nInjected: yes"}},
+		"name with a space":       {"X Token": {"abc"}},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+		req.Header = h
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("%s: sent, want an error", name)
+		}
+	}
+	if n := srv.conns.Load(); n != 0 {
+		t.Errorf("%d connections made, want none", n)
 	}
 }
