@@ -25,6 +25,40 @@ func (g *Gateway) permit(ctx context.Context, c *call) bool {
 	return g.decide(ctx, a, c.principal, c.known, c.kind, c.name, c.route.up.Name())
 }
 
+// refuses reports whether the resolve and policy stages would refuse c,
+// whose name routes to rt, to who, under ctx's toolset: what permit and
+// resolve's canonical check decide, without recording or logging
+// anything. rawTake asks it before handing a call to the SDK path: a name
+// the caller may not use must take the path an unknown name takes, or
+// the two answers' headers would tell them apart
+// (TestDeniedNamesTakeTheUnknownNamesPath keeps it equal to the stages).
+func (g *Gateway) refuses(ctx context.Context, who caller, c *call, rt route) bool {
+	if ts := g.toolsetOf(ctx, c.snap); ts != nil && !ts.allows(c.kind, c.name, rt.up.Name()) {
+		return true
+	}
+	uri := c.kind == policy.Resource || c.kind == policy.Template
+	if uri && !canonicalURI(c.routes, c.kind, c.name) {
+		return true
+	}
+	a := c.snap.access
+	if a.policy.Unrestricted() {
+		return false
+	}
+	pr, known := who.principal(a)
+	if !known {
+		return true
+	}
+	if !uri {
+		return !a.policy.Decide(pr, c.kind, c.name, rt.up.Name()).Allowed
+	}
+	exact := namespacing.WrapURI(rt.prefix, rt.original)
+	if !a.policy.Decide(pr, c.kind, exact, rt.up.Name()).Allowed {
+		return true
+	}
+	_, _, denied := cleanDenial(a.policy, pr, c.kind, rt, exact)
+	return denied
+}
+
 // decide reports whether pr (known: it has a principal at all) may use the
 // item under a. The decision goes into the request's exchange, for its
 // audit record.

@@ -83,7 +83,8 @@ type rawRequest struct {
 func (r *rawRequest) id() []byte { return r.env.ID.In(r.msg) }
 
 // rawMethodOf returns the raw method a Scan-ed client message is a simple
-// request of, or nil: only a JSON-RPC 2.0 request of a hot method whose
+// request of, or nil: only a JSON-RPC 2.0 request, with a string id or a
+// plain number id (plainID), of a hot method whose
 // params hold nothing but the target, arguments (not for reads) and a
 // _meta of at most a progress token and the 2026-07-28 per-request
 // members (rawVersion checks those). Anything else takes the slow path:
@@ -94,6 +95,9 @@ func rawMethodOf(msg []byte, env *envelope.Envelope) *rawMethod {
 	if !env.ID.Present() || !env.Params.Present() || env.TopOther != 0 || env.ParamsOther != 0 || env.MetaOther != 0 ||
 		string(env.JSONRPC.In(msg)) != `"2.0"` {
 		return nil
+	}
+	if id := env.ID.In(msg); id[0] != '"' && !plainID(id) {
+		return nil // a number the SDK reads otherwise (1.5, 1e0, -1): its answer carries the id as read
 	}
 	var m *rawMethod
 	switch string(env.Method.In(msg)) {
@@ -123,10 +127,12 @@ func rawMethodOf(msg []byte, env *envelope.Envelope) *rawMethod {
 // session initialized with a version before 2026-07-28 (whose calls the
 // MRTR bridge never parks: a 2026-07-28 upstream's input_required is
 // fulfilled as fulfilRounds does, see forwardRaw), when the name routes
-// nowhere (the raw path answers not-found as the slow path does) or to an
-// upstream whose connection takes raw calls. msg must stay unchanged until
-// the call ends (the caller may give r a copy).
-func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRequest {
+// nowhere or to a name the caller may not use (the raw path answers
+// not-found as the slow path does: both must take one path, whatever the
+// upstream), or to an upstream whose connection takes raw calls. ctx
+// carries the front's toolset. msg must stay unchanged until the call ends
+// (the caller may give r a copy).
+func (g *Gateway) rawTake(ctx context.Context, f rawFront, msg []byte, env *envelope.Envelope) *rawRequest {
 	m := rawMethodOf(msg, env)
 	if m == nil {
 		return nil
@@ -157,12 +163,16 @@ func (g *Gateway) rawTake(f rawFront, msg []byte, env *envelope.Envelope) *rawRe
 		return nil // maybe an alias (aliases.go): the slow path's
 	case !ok:
 		return r // answered not-found, as the slow path answers it
-	case !rt.up.TakesRaw():
-		return nil
-	case r.stateless && !mcpx.Stateless(upstreamVersion(rt.up)):
-		return nil // the MRTR bridge is the slow path's
+	case rt.up.TakesRaw() && (!r.stateless || mcpx.Stateless(upstreamVersion(rt.up))):
+		return r
+	case g.refuses(ctx, f.caller(), &r.c, rt):
+		// Answered not-found here too: on the slow path its answer would
+		// differ from an unknown name's in its headers.
+		return r
 	}
-	return r
+	// An upstream that takes no raw calls, or, for a 2026-07-28 request,
+	// one before 2026-07-28 (the MRTR bridge): the slow path's.
+	return nil
 }
 
 // rawVersion sets the protocol version of r, and the client's

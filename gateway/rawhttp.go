@@ -43,7 +43,7 @@ func (f statelessFront) caller() caller {
 // serveStateless serves a 2026-07-28 request, on the raw path when it
 // takes it, else with sdk, the SDK's stateless handler.
 func (g *Gateway) serveStateless(w http.ResponseWriter, r *http.Request, sdk http.Handler) {
-	if r.Method != http.MethodPost || !jsonBody(r.Header) || !acceptsJSONAndSSE(r.Header) {
+	if r.Method != http.MethodPost || !jsonBody(r.Header) || !acceptsJSONAndSSE(r.Header) || len(r.Header.Values("Last-Event-ID")) > 0 {
 		sdk.ServeHTTP(w, r) // the SDK answers with its own status
 		return
 	}
@@ -71,7 +71,7 @@ func (g *Gateway) serveStatelessBody(w http.ResponseWriter, r *http.Request, bod
 	f := statelessFront{id: id}
 	var rr *rawRequest
 	if err == nil {
-		rr = g.rawTake(f, body, &env)
+		rr = g.rawTake(r.Context(), f, body, &env)
 	}
 	version := r.Header.Get(headerProtocolVersion)
 	if rr == nil || !rr.stateless || rr.version != version {
@@ -126,11 +126,23 @@ func jsonBody(h http.Header) bool {
 	// The media type as the SDK reads it (mime.ParseMediaType); without
 	// parameters, as most clients send it, without its allocations.
 	ct := h.Get("Content-Type")
-	if !strings.Contains(ct, ";") {
+	if !strings.Contains(ct, ";") && isASCII(ct) {
+		// ASCII only: EqualFold also folds "ſ" to "s", which the SDK's
+		// parser refuses.
 		return strings.EqualFold(strings.TrimSpace(ct), "application/json")
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
+}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // acceptsJSONAndSSE reports whether Accept names both application/json and

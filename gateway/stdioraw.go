@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -78,7 +79,7 @@ func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
 	if !env.ID.Present() && bytes.Equal(env.Method.In(msg), []byte(`"notifications/cancelled"`)) {
 		return f.cancelled(msg)
 	}
-	r := f.g.rawTake(f, msg, env)
+	r := f.g.rawTake(f.ctx, f, msg, env)
 	if r == nil {
 		return false
 	}
@@ -145,10 +146,36 @@ func (f *stdioFront) cancelled(msg []byte) bool {
 }
 
 // idKey is the key of a JSON-RPC id, string or number, as the SDK tells
-// ids apart: a string by its value, a number by its text.
+// ids apart: a string by its value, a number by its value as the SDK
+// decodes it (a float64, then truncated to an int64), so that 1, 1.0, 1e0
+// and 1.5 are one id, as they are to the SDK.
 func idKey(id []byte) string {
 	if len(id) > 0 && id[0] == '"' {
 		return "s" + string(envelope.Text(id))
 	}
-	return "n" + string(id)
+	if plainID(id) {
+		return "n" + string(id)
+	}
+	f, err := strconv.ParseFloat(string(id), 64)
+	if err != nil {
+		return "n" + string(id)
+	}
+	return "n" + strconv.FormatInt(int64(f), 10)
+}
+
+// plainID reports whether id is a number the SDK reads back as written:
+// digits without a sign, fraction or exponent, few enough (15) that a
+// float64 holds them exactly, no leading zero. The raw path answers other
+// numbers' requests on the SDK path (rawMethodOf), whose answer carries
+// the id as the SDK read it.
+func plainID(id []byte) bool {
+	if len(id) == 0 || len(id) > 15 || id[0] == '0' && len(id) > 1 {
+		return false
+	}
+	for _, b := range id {
+		if b < '0' || b > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -224,7 +224,7 @@ func (g *Gateway) serveSessionPOST(w http.ResponseWriter, r *http.Request, cl *c
 	f := &httpFront{ss: ss, who: requestCaller(r.Context())}
 	var req *rawRequest
 	if httpTakes(ss) {
-		req = g.rawTake(f, body, &env)
+		req = g.rawTake(r.Context(), f, body, &env)
 		if req != nil && req.stateless {
 			// A 2026-07-28 request on a session: the SDK refuses it (that
 			// version is served without sessions).
@@ -271,6 +271,16 @@ func (g *Gateway) serveRawPOST(w http.ResponseWriter, r *http.Request, cl *clien
 	}
 	// A deleted or closed session cancels the call, as its SDK calls.
 	done := g.calls.enter(f.ss, user, cancel)
+	if cl.ended.Load() {
+		// Ended while the body was read, before the call was counted:
+		// closeSession found nothing of it to cancel or wait for, so it
+		// must not start. Checked after both counts, the call is either
+		// refused here or cancelled by closeSession.
+		done()
+		cl.ids.leave(key)
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
 	req.sink = &callResponse{w: w, ids: &cl.ids}
 	a := g.serveAnswer(ctx, f, req)
 	done()
