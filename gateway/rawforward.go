@@ -89,7 +89,9 @@ func (g *Gateway) roundRaw(ctx context.Context, r *rawRequest, rt route, progres
 // client span and the params to send. On an error the round has ended.
 func (g *Gateway) beginRound(ctx context.Context, r *rawRequest, rt route, progress any, input []byte) (context.Context, upstreamCall, []byte, error) {
 	o := &origin{up: rt.up, ctx: ctx, ss: r.ss, sink: r.sink, caps: r.caps, version: r.version}
-	o.settle = g.flights.sessionLogs(o.ss)
+	// Logs asked for by the session (logging/setLevel) or by a 2026-07-28
+	// request itself reach the client before the answer.
+	o.settle = g.flights.sessionLogs(o.ss) || r.env.LogLevel.Present()
 	g.flights.track(o, progress)
 	uc := upstreamCall{origin: o}
 	if g.obs.on {

@@ -219,3 +219,49 @@ func TestStatelessRefusalsOnBothPaths(t *testing.T) {
 		})
 	}
 }
+
+// logLevelMeta is statelessMeta with a log level: the 2026-07-28 client
+// asks for the call's log messages in the request itself.
+const logLevelMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"debug"}`
+
+// TestRequestLogLevelOnBothPaths: a 2026-07-28 request that asks for logs
+// in its _meta gets the upstream's log messages before its answer, over
+// stdio and over stateless HTTP, on whichever path takes it (a review
+// found the stdio raw path delivered none).
+func TestRequestLogLevelOnBothPaths(t *testing.T) {
+	fx := fixture.NewServer(&fixture.Options{Name: "fx", StepDelay: -1})
+	gw := newRawGateway(t, nil, nil, rawSpec{name: "fx", server: fx})
+	waitTools(t, gw)
+	call := func(id, pre string) string {
+		return `{` + pre + `"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"fx__test_tool_with_logging","arguments":{},` + logLevelMeta + `}}`
+	}
+	for i, path := range []struct{ name, pre string }{{"SDK", `"x":0,`}, {"raw", ""}} {
+		t.Run("stdio/"+path.name, func(t *testing.T) {
+			c := serveStdioRaw(t, gw)
+			id := fmt.Sprint(i + 1)
+			c.send(call(id, path.pre))
+			logs := 0
+			for m := c.next(); string(m.ID) != id; m = c.next() {
+				if m.Method == "notifications/message" {
+					logs++
+				}
+			}
+			if logs != len(fixture.LogMessages) {
+				t.Errorf("%d log messages before the answer, want %d", logs, len(fixture.LogMessages))
+			}
+		})
+		t.Run("http/"+path.name, func(t *testing.T) {
+			url := serveHTTPRaw(t, gw) + "/mcp"
+			_, _, answer, events := postStateless(t, url, "tools/call", "fx__test_tool_with_logging", call("1", path.pre))
+			logs := 0
+			for _, e := range events {
+				if strings.Contains(e, `"notifications/message"`) {
+					logs++
+				}
+			}
+			if logs != len(fixture.LogMessages) {
+				t.Errorf("%d log messages before the answer %s, want %d", logs, answer, len(fixture.LogMessages))
+			}
+		})
+	}
+}

@@ -80,7 +80,10 @@ func (f *stdioFront) take(msg []byte, env *envelope.Envelope) bool {
 		return f.cancelled(msg)
 	}
 	r := f.g.rawTake(f.ctx, f, msg, env)
-	if r == nil {
+	if r == nil || r.stateless && r.env.LogLevel.Present() {
+		// A 2026-07-28 request's own log level: the SDK relays log
+		// messages at the level of the request it serves, and at the
+		// session's (none for such a client) for any other.
 		return false
 	}
 	r.msg = bytes.Clone(msg) // the spans are offsets: they stay valid
