@@ -60,18 +60,7 @@ func (a *rawAnswer) writeLine(w io.Writer) error {
 		// One write (one system call on an unbuffered stdout).
 		bp := lineBuffers.Get().(*[]byte)
 		defer lineBuffers.Put(bp)
-		line := (*bp)[:0]
-		for _, p := range a.pieces() {
-			line = append(line, p...)
-		}
-		for i, c := range line {
-			if c == '\r' || c == '\n' {
-				line[i] = ' '
-			}
-		}
-		line = append(line, '\n')
-		*bp = line
-		_, err := w.Write(line)
+		_, err := w.Write(a.joinLine(bp))
 		return err
 	}
 	if err := writeBroken(w, a.pieces(), " "); err != nil {
@@ -79,6 +68,23 @@ func (a *rawAnswer) writeLine(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// joinLine returns the response as one line, its line breaks made spaces,
+// in *bp (from lineBuffers), which keeps the grown buffer.
+func (a *rawAnswer) joinLine(bp *[]byte) []byte {
+	line := (*bp)[:0]
+	for _, p := range a.pieces() {
+		line = append(line, p...)
+	}
+	for i, c := range line {
+		if c == '\r' || c == '\n' {
+			line[i] = ' '
+		}
+	}
+	line = append(line, '\n')
+	*bp = line
+	return line
 }
 
 // writeBroken writes parts to w one after the other, each line break in

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/envelope"
+	"github.com/manifold-mcp/manifold/internal/rawio"
 )
 
 // byteUpstream is a stdio MCP server that speaks bytes only: it answers
@@ -72,7 +74,17 @@ func serveBytes(r io.ReadCloser, w io.WriteCloser) {
 func BenchmarkForward(b *testing.B) {
 	gw := newRawGatewayPipes(b, map[string]func() (io.ReadCloser, io.WriteCloser, error){"alpha": byteUpstream(b)})
 	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
+	// The answers go out on a real pipe, written as `serve --stdio` writes
+	// its stdout when it is one (rawio), so that the fast path writes
+	// them from the upstream's reading goroutine (writeLineNoWait).
+	outR, outFile, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var outW io.WriteCloser = outFile
+	if f, err := rawio.New(outFile); err == nil {
+		outW = f
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- gw.ServeStdio(ctx, inR, outW); outW.Close() }()

@@ -138,6 +138,45 @@ func (l *lockedWriter) writeLine(a *rawAnswer) {
 	_ = a.writeLine(l.w)
 }
 
+// writeLineNoWait writes a's line as writeLine does, without ever waiting
+// for the client: when the output is free and takes the whole line in one
+// attempt (a pipe or socket written with rawio, TryWrite), here; else from
+// a goroutine, which keeps the lock until the line is out, so that no
+// other line lands inside it. then.written runs once the line is out or
+// its write failed, on whichever goroutine wrote it. The stdio fast path
+// answers from the goroutine that reads the upstream, which must not stop
+// reading when the client does: the upstream's other answers, and those to
+// the gateway's pings, would go unread, and the connection be given up.
+func (l *lockedWriter) writeLineNoWait(a *rawAnswer, then lineWriter) {
+	tw, ok := l.w.(interface{ TryWrite([]byte) (int, error) })
+	if !ok || a.len() > joinedLineMax || !l.mu.TryLock() {
+		ac := *a // for the goroutine; a is the caller's
+		go func() {
+			l.writeLine(&ac)
+			then.written()
+		}()
+		return
+	}
+	bp := lineBuffers.Get().(*[]byte)
+	line := a.joinLine(bp)
+	n, err := tw.TryWrite(line)
+	if err != nil || n == len(line) {
+		l.mu.Unlock()
+		lineBuffers.Put(bp)
+		then.written()
+		return
+	}
+	go func() { // the output is full: the rest, under the lock
+		_, _ = l.w.Write(line[n:])
+		l.mu.Unlock()
+		lineBuffers.Put(bp)
+		then.written()
+	}()
+}
+
+// lineWriter is what writeLineNoWait tells when its line is out.
+type lineWriter interface{ written() }
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }

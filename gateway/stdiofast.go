@@ -155,7 +155,13 @@ func (fc *fastCall) end(res []byte, toolErr bool, err error) {
 	fc.r.c.held.Release()
 	a := g.answerRaw(fc.ctx, f, fc.r, &fc.obs, res, toolErr, err)
 	f.end(fc.key, fc.cancel)
-	f.out.writeLine(&a)
-	g.inflight.Done()
-	f.wg.Done()
+	// end runs on the upstream's reading goroutine (or the timeout
+	// sweep's), which must not wait for the client.
+	f.out.writeLineNoWait(&a, fc)
+}
+
+// written ends fc once its answer is out (writeLineNoWait).
+func (fc *fastCall) written() {
+	fc.f.g.inflight.Done()
+	fc.f.wg.Done()
 }

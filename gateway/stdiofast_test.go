@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -322,4 +323,43 @@ func osPipes() (inR, inW, outR, outW *os.File, err error) {
 		return nil, nil, nil, nil, err
 	}
 	return inR, inW, outR, outW, nil
+}
+
+// TestStdioFastNeverWaitsForTheClient: a fast-path answer the client does
+// not read leaves the upstream's reading goroutine free: the connection's
+// other answers are still read (a raw call made straight on the upstream
+// completes), so a client that stops reading cannot make the gateway give
+// up a healthy upstream. The answer is written once the client reads.
+func TestStdioFastNeverWaitsForTheClient(t *testing.T) {
+	up := newScriptedUpstream(t)
+	up.echo = "pong"
+	gw := newScriptedGateway(t, up)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gw.ServeStdio(ctx, inR, outW) }()
+	br := bufio.NewReader(outR)
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`+"\n")
+	if l, err := br.ReadString('\n'); err != nil || !strings.Contains(l, `"init"`) {
+		t.Fatalf("initialize: %q %v", l, err)
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	// The answer to this call is not read: the output pipe holds nothing.
+	io.WriteString(inW, callLine("1", "alpha__echo", `{"message":"x"}`)+"\n")
+	waitFor(t, "the fast path served the call", func() bool { return gw.stdioFastServed.Load() == 1 })
+
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if _, err := gw.pool.members["alpha"].up.CallRaw(cctx, "tools/call", []byte(`{"name":"echo","arguments":{}}`)); err != nil {
+		t.Errorf("a call on the upstream while the client does not read: %v", err)
+	}
+	if l, err := br.ReadString('\n'); err != nil || !strings.Contains(l, `"pong"`) {
+		t.Errorf("the unread answer, once read: %q %v", l, err)
+	}
+	cancel()
+	inW.Close()
+	go io.Copy(io.Discard, br)
+	<-served
+	outR.Close()
 }
