@@ -206,3 +206,41 @@ func TestNoteQueueOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleAfterBatchedAnswer: a server (2025-03-26 allows batches) that
+// sends a progress notification and then the call's answer in one batch:
+// a StartRaw call whose completion settles (on the reading goroutine, as
+// the gateway's stdio fast path's does) finds the progress relayed. The
+// batch's answer used to be delivered while the batch was read, before the
+// progress was queued for the relay (a review found it).
+func TestSettleAfterBatchedAnswer(t *testing.T) {
+	checkLeaks(t)
+	relay := &noteLog{}
+	opts := fastOptions()
+	opts.Relay = relay
+	u, _ := rawUpstream(t, opts, func(f *fakeStdio) {
+		f.onRaw = func(f *fakeStdio, req []byte) {
+			f.send([]byte(`[{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}},` +
+				`{"jsonrpc":"2.0","id":` + idOf(t, req) + `,"result":{"ok":true}}]`))
+		}
+	})
+	type outcome struct {
+		res  string
+		err  error
+		seen []string
+	}
+	done := make(chan outcome, 1)
+	if u.StartRaw("tools/call", []byte(`{"name":"x"}`), func(res []byte, err error) {
+		u.Settle(time.Second)
+		done <- outcome{string(res), err, relay.seen()}
+	}) == nil {
+		t.Fatal("the call did not start")
+	}
+	got := <-done
+	if got.err != nil || got.res != `{"ok":true}` {
+		t.Fatalf("the call: %s, %v", got.res, got.err)
+	}
+	if !slices.Equal(got.seen, []string{"progress 1"}) {
+		t.Errorf("relayed when Settle returned: %q, want [progress 1]", got.seen)
+	}
+}

@@ -108,6 +108,9 @@ func (c *stdioConn) Read(ctx context.Context) (msg jsonrpc.Message, err error) {
 		if len(c.queue) > 0 {
 			msg := c.queue[0]
 			c.queue = c.queue[1:]
+			if c.deliverDecoded(msg) {
+				continue // a batch's answer to a raw call, in its turn
+			}
 			return msg, nil
 		}
 		data, env, scanErr, err := c.readMessage()
@@ -408,9 +411,10 @@ func (c *stdioConn) readBatch(data []byte) error {
 		if err != nil {
 			return err
 		}
-		if c.deliverDecoded(msg) {
-			continue
-		}
+		// Every message is queued, answers to raw calls too: Read hands
+		// them over in the batch's order, so that a notification before an
+		// answer reaches the relay first (relayConn takes it from Read),
+		// and a call that settles its notifications finds it queued.
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			if batch == nil {
 				batch = &msgBatch{unresolved: map[jsonrpc.ID]int{}}
