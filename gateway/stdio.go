@@ -91,6 +91,9 @@ func (g *Gateway) filterLines(r io.Reader, pass io.Writer, out io.Writer, max in
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
+		if len(line) > max && line[len(line)-1] != '\n' { // a last line, without its newline
+			return fmt.Errorf("%w: over %d bytes (gateway.limits.maxMessageBytes)", errTooLarge, max)
+		}
 		if msg := bytes.TrimSpace(line); len(msg) > 0 {
 			env, serr := envelope.Scan(msg)
 			switch {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -93,4 +94,30 @@ func FuzzStdio(f *testing.F) {
 			t.Fatalf("gateway stopped serving after %q: %v %s", data, err, out)
 		}
 	})
+}
+
+// TestStdioLineBound: a client line of maxMessageBytes is read and one
+// byte more is too large, with its newline or, the last line, without.
+func TestStdioLineBound(t *testing.T) {
+	g := &Gateway{log: zap.NewNop()}
+	const max = 32
+	line := func(n int) string { return `"` + strings.Repeat("a", n-2) + `"` } // a JSON string of n bytes
+	for _, tc := range []struct {
+		name     string
+		in       string
+		tooLarge bool
+	}{
+		{"max bytes and a newline", line(max) + "\n", false},
+		{"max bytes at the end", line(max), false},
+		{"max+1 bytes and a newline", line(max+1) + "\n", true},
+		{"max+1 bytes at the end", line(max + 1), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pass strings.Builder
+			err := g.filterLines(strings.NewReader(tc.in), &pass, io.Discard, max, nil)
+			if got := errors.Is(err, errTooLarge); got != tc.tooLarge || !tc.tooLarge && (err != nil || pass.Len() == 0) {
+				t.Errorf("err %v, passed %q; want too large: %v", err, pass.String(), tc.tooLarge)
+			}
+		})
+	}
 }

@@ -142,7 +142,11 @@ func (c *stdioConn) Read(ctx context.Context) (msg jsonrpc.Message, err error) {
 // continued by the next, as the SDK's decoder does; blank lines are skipped.
 func (c *stdioConn) readMessage() (data []byte, env envelope.Envelope, scanErr, err error) {
 	for {
-		line, err := c.readLine(c.max - len(data))
+		max := c.max
+		if len(data) > 0 {
+			max -= len(data) + 1 // what the value holds, and the '\n' joining the line
+		}
+		line, err := c.readLine(max)
 		if err != nil {
 			return nil, env, nil, err
 		}

@@ -520,3 +520,28 @@ func TestStdioConnLongLines(t *testing.T) {
 		})
 	}
 }
+
+// TestStdioConnBoundCountsTheJoiningNewline: a value continued over lines
+// is bounded with the line breaks that join it, as written: at max bytes
+// it is read, at max+1 it is too large.
+func TestStdioConnBoundCountsTheJoiningNewline(t *testing.T) {
+	const max = 80
+	value := func(n int) string { // a notification over two lines, n bytes in all
+		head, tail := `{"jsonrpc":"2.0",`+"\n"+`"method":"notifications/x","params":{"a":"`, `"}}`
+		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+	}
+	for _, tc := range []struct {
+		n        int
+		tooLarge bool
+	}{{max, false}, {max + 1, true}} {
+		v := value(tc.n)
+		if len(v) != tc.n {
+			t.Fatalf("value of %d bytes, want %d", len(v), tc.n)
+		}
+		c := newStdioConn(io.NopCloser(strings.NewReader(v+"\n")), nopWriteCloser{io.Discard}, max)
+		_, err := c.Read(context.Background())
+		if got := errors.Is(err, ErrTooLarge); got != tc.tooLarge || !tc.tooLarge && err != nil {
+			t.Errorf("a %d-byte value under a %d-byte bound: %v, want too large: %v", tc.n, max, err, tc.tooLarge)
+		}
+	}
+}
