@@ -17,8 +17,10 @@ import (
 type File struct {
 	f  *os.File
 	rc syscall.RawConn
-	// restore: Close puts the descriptor back in blocking mode (Stdio).
+	// restore: Close puts the open file back in blocking mode (Stdio),
+	// through orig, the descriptor f duplicates.
 	restore bool
+	orig    int
 	closed  atomic.Bool
 }
 
@@ -64,7 +66,7 @@ func Stdio(fd int, name string) (*File, error) {
 		syscall.Close(dup)
 		return nil, err
 	}
-	rf.restore = true
+	rf.restore, rf.orig = true, fd
 	return rf, nil
 }
 
@@ -143,13 +145,18 @@ func (f *File) failed(op string, err error) error {
 }
 
 // Close closes the file; a Read or Write waiting in the poller returns
-// os.ErrClosed.
+// os.ErrClosed. A File of Stdio is closed before its open file goes back
+// to blocking mode: closing waits for a Read or Write in progress, and
+// none starts after, so no read or write is ever made on a blocking
+// descriptor with a direct system call, which would hold its thread (and
+// a collection's stop-the-world with it) until the other side acted.
 func (f *File) Close() error {
 	f.closed.Store(true)
+	err := f.f.Close()
 	if f.restore {
-		_ = f.rc.Control(func(fd uintptr) { _ = syscall.SetNonblock(int(fd), false) })
+		_ = syscall.SetNonblock(f.orig, false)
 	}
-	return f.f.Close()
+	return err
 }
 
 // read reads into p from rc's descriptor once some bytes are there,
