@@ -128,12 +128,12 @@ func TestNumberIDsAsTheSDKReadsThem(t *testing.T) {
 	waitTools(t, gw)
 	url := serveHTTPRaw(t, gw)
 	s := openHTTPSession(t, url, "", `{}`)
-	go s.post(context.Background(), callLine("1", "blk__block", `{}`)) // the raw path
+	s.postInBackground(t.Context(), callLine("1", "blk__block", `{}`)) // the raw path
 	waitEntered(t, blk)
 	if status, _, body := s.post(context.Background(), `{"jsonrpc":"2.0","id":1.0,"method":"ping"}`); status != http.StatusBadRequest {
 		t.Errorf("id 1.0 while id 1 is in flight: %d %s, want the SDK's 400 for a duplicate", status, body)
 	}
-	go s.post(context.Background(), callLine("1e0", "blk__block", `{}`))
+	s.postInBackground(t.Context(), callLine("1e0", "blk__block", `{}`))
 	select {
 	case <-blk.entered:
 		t.Errorf("a call with id 1e0 reached the upstream while id 1 was in flight")

@@ -62,15 +62,7 @@ func openHTTPSession(t *testing.T, url, token, caps string) *httpSession {
 // content type and its body.
 func (s *httpSession) post(ctx context.Context, body string) (int, string, string) {
 	s.t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", s.sid)
-	req.Header.Set("Mcp-Protocol-Version", legacyVersion)
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(s.request(ctx, body))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, "", ""
@@ -80,6 +72,32 @@ func (s *httpSession) post(ctx context.Context, body string) (int, string, strin
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+// request is the POST of body to the session, with the headers a client
+// sends.
+func (s *httpSession) request(ctx context.Context, body string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", legacyVersion)
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	return req
+}
+
+// postInBackground posts body to the session from a goroutine that
+// reports nothing, for a call the test holds (it may use no t there).
+func (s *httpSession) postInBackground(ctx context.Context, body string) {
+	req := s.request(ctx, body)
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
 }
 
 // call posts a request and returns its response message: the JSON body,
