@@ -27,11 +27,12 @@ func (g *Gateway) permit(ctx context.Context, c *call) bool {
 
 // refuses reports whether the resolve and policy stages would refuse c,
 // whose name routes to rt, to who, under ctx's toolset: what permit and
-// resolve's canonical check decide, without recording or logging
-// anything. rawTake asks it before handing a call to the SDK path: a name
-// the caller may not use must take the path an unknown name takes, or
-// the two answers' headers would tell them apart
-// (TestDeniedNamesTakeTheUnknownNamesPath keeps it equal to the stages).
+// resolve's canonical check decide (decision, cleanDenial, canonicalURI,
+// the toolset), without recording or logging anything. rawTake asks it
+// before handing a call to the SDK path: a name the caller may not use
+// must take the path an unknown name takes, or the two answers' headers
+// would tell them apart (TestRefusesAgreesWithTheStages keeps it equal to
+// the stages).
 func (g *Gateway) refuses(ctx context.Context, who caller, c *call, rt route) bool {
 	if ts := g.toolsetOf(ctx, c.snap); ts != nil && !ts.allows(c.kind, c.name, rt.up.Name()) {
 		return true
@@ -41,45 +42,51 @@ func (g *Gateway) refuses(ctx context.Context, who caller, c *call, rt route) bo
 		return true
 	}
 	a := c.snap.access
-	if a.policy.Unrestricted() {
-		return false
-	}
 	pr, known := who.principal(a)
-	if !known {
+	name := c.name
+	if uri {
+		name = namespacing.WrapURI(rt.prefix, rt.original)
+	}
+	if !decision(a, pr, known, c.kind, name, rt.up.Name()).Allowed {
 		return true
 	}
-	if !uri {
-		return !a.policy.Decide(pr, c.kind, c.name, rt.up.Name()).Allowed
+	if uri && !a.policy.Unrestricted() {
+		_, _, denied := cleanDenial(a.policy, pr, c.kind, rt, name)
+		return denied
 	}
-	exact := namespacing.WrapURI(rt.prefix, rt.original)
-	if !a.policy.Decide(pr, c.kind, exact, rt.up.Name()).Allowed {
-		return true
-	}
-	_, _, denied := cleanDenial(a.policy, pr, c.kind, rt, exact)
-	return denied
+	return false
 }
 
 // decide reports whether pr (known: it has a principal at all) may use the
 // item under a. The decision goes into the request's exchange, for its
 // audit record.
 func (g *Gateway) decide(ctx context.Context, a *access, pr *policy.Principal, known bool, kind policy.Kind, name, server string) bool {
-	if a.policy.Unrestricted() {
-		g.exchange(ctx).decide(a.policy, policy.Decision{Allowed: true, Rule: -1})
+	d := decision(a, pr, known, kind, name, server)
+	switch {
+	case d.Allowed:
+		g.exchange(ctx).decide(a.policy, d)
 		return true
-	}
-	if !known {
+	case !known:
 		g.log.Warn("request without identity refused", zap.String(keyKind, kind.String()), zap.String(keyName, name))
 		g.denied(ctx, kind, server, "")
-		return false
-	}
-	d := a.policy.Decide(pr, kind, name, server)
-	if !d.Allowed {
+	default:
 		g.logDenial(pr, kind, name, server, a.policy.Describe(d))
 		g.denied(ctx, kind, server, a.policy.RuleName(d))
-		return false
 	}
-	g.exchange(ctx).decide(a.policy, d)
-	return true
+	return false
+}
+
+// decision is decide's ruling, recorded nowhere: everything under an
+// unrestricted policy (rule -1), nothing to a caller without a principal
+// (refused, rule -1), else the policy's decision.
+func decision(a *access, pr *policy.Principal, known bool, kind policy.Kind, name, server string) policy.Decision {
+	switch {
+	case a.policy.Unrestricted():
+		return policy.Decision{Allowed: true, Rule: -1}
+	case !known:
+		return policy.Decision{Rule: -1}
+	}
+	return a.policy.Decide(pr, kind, name, server)
 }
 
 // readable reports whether req's principal may read uri, which routes to
