@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -136,7 +137,10 @@ func TestMedianOf(t *testing.T) {
 // settings of --gateway-env reach the first two and not the third.
 func TestGatewayEnvReachesTheGatewayOnly(t *testing.T) {
 	bin := t.TempDir()
-	probe := "#!/bin/sh\necho \"[$BENCH_PROBE]\"\n"
+	// It prints what it sees and, as a server, stays up when told to hold:
+	// startProc's process is waited for at once, which closes its stdout
+	// when it exits, maybe before the test has read it.
+	probe := "#!/bin/sh\necho \"[$BENCH_PROBE]\"\n[ \"$1\" = hold ] && exec sleep 60\nexit 0\n"
 	for _, name := range []string{"manifold", "manifold-fixture"} {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(probe), 0o755); err != nil {
 			t.Fatal(err)
@@ -145,14 +149,14 @@ func TestGatewayEnvReachesTheGatewayOnly(t *testing.T) {
 	e := &env{binDir: bin, dir: t.TempDir(), timeout: 5 * time.Second, gatewayEnv: []string{"BENCH_PROBE=42"}}
 	defer e.stop()
 	output := func(r io.Reader) string {
-		data, err := io.ReadAll(r)
+		line, err := bufio.NewReader(r).ReadString('\n')
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.TrimSpace(string(data))
+		return strings.TrimSpace(line)
 	}
 
-	_, stdout, err := e.startProc(e.bin("manifold"), e.gatewayEnv)
+	_, stdout, err := e.startProc(e.bin("manifold"), e.gatewayEnv, "hold")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +171,7 @@ func TestGatewayEnvReachesTheGatewayOnly(t *testing.T) {
 	if got := strings.TrimSpace(string(out)); got != "[42]" {
 		t.Errorf("stdio gateway (%q) saw BENCH_PROBE %s, want [42]", argv, got)
 	}
-	_, stdout, err = e.startProc(e.bin("manifold-fixture"), nil)
+	_, stdout, err = e.startProc(e.bin("manifold-fixture"), nil, "hold")
 	if err != nil {
 		t.Fatal(err)
 	}
