@@ -21,11 +21,15 @@ import (
 // suite runs and measures, not how fast or small anything is.
 func TestShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds three binaries")
+		t.Skip("builds four binaries")
 	}
 	bin := t.TempDir()
-	for _, cmd := range []string{"manifold", "manifold-fixture", "manifold-bench"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, cmd), "../cmd/"+cmd).CombinedOutput()
+	for _, cmd := range binaries {
+		src := "../cmd/" + cmd
+		if cmd == "manifold-relay" {
+			src = "./relay"
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, cmd), src).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go build %s: %v\n%s", cmd, err, out)
 		}

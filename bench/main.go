@@ -2,13 +2,15 @@
 
 // Command bench measures what Manifold costs. It runs one workload (C
 // sessions making N calls of the fixture's echo tool, measured by
-// manifold-bench) against five targets, in alternation over several rounds
+// manifold-bench) against seven targets, in alternation over several rounds
 // so that drift in the machine affects them alike:
 //
 //	fixture stdio          the fixture, one process per session (direct)
 //	fixture http           the fixture over streamable HTTP (direct)
 //	manifold http→stdio    the gateway over HTTP, the fixture as a stdio upstream
 //	manifold http→http     the gateway over HTTP, the fixture as an HTTP upstream
+//	reference tcp relay    a Go process copying bytes between client and fixture http
+//	reference http relay   a Go process relaying HTTP/1.1 messages to fixture http
 //	manifold stdio→stdio   the gateway over stdio (one per session), the fixture as its stdio upstream
 //
 // and prints, per session count, the median of each metric over the rounds
@@ -62,7 +64,7 @@ func main() {
 
 // config is the suite's configuration.
 type config struct {
-	// binDir holds manifold, manifold-fixture and manifold-bench.
+	// binDir holds the binaries.
 	binDir string
 	// rounds is how many times every (target, sessions) pair is measured.
 	rounds int
@@ -82,9 +84,15 @@ type config struct {
 	payload      int
 	idleSessions int
 	// gatewayEnv are KEY=VALUE settings added to the environment of the
-	// gateway's processes only (not the fixture's, not the load tool's).
+	// gateway's processes and of the reference relays, which stand in for
+	// it (not the fixture's, not the load tool's).
 	gatewayEnv []string
 }
+
+// binaries are the programs the suite runs, built into --bin by
+// bench/run.sh: the gateway, the fixture, the load tool, and the reference
+// relay (bench/relay).
+var binaries = []string{"manifold", "manifold-fixture", "manifold-bench", "manifold-relay"}
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var (
@@ -96,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.binDir, "bin", "", "`dir` with the manifold, manifold-fixture and manifold-bench binaries (required)")
+	fs.StringVar(&cfg.binDir, "bin", "", "`dir` with the manifold, manifold-fixture, manifold-bench and manifold-relay binaries (required)")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds: each target is measured once per round and session count")
 	fs.StringVar(&sessions, "sessions", "1,16,64", "comma-separated session counts")
 	fs.IntVar(&cfg.calls, "calls", 5000, "tools/call per measurement")
@@ -107,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.memory, "memory", false, "measure the gateway's memory (large payloads, idle sessions) instead of throughput")
 	fs.IntVar(&cfg.payload, "payload", 4<<20, "with --memory: bytes of the tool result and of the resource read")
 	fs.IntVar(&cfg.idleSessions, "idle-sessions", 1000, "with --memory: idle sessions to open")
-	fs.StringVar(&genv, "gateway-env", "", "comma-separated `KEY=VALUE` settings for the gateway's processes only, such as GOMAXPROCS=1")
+	fs.StringVar(&genv, "gateway-env", "", "comma-separated `KEY=VALUE` settings for the gateway's processes (and the reference relays) only, such as GOMAXPROCS=1")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -151,7 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.rounds < 1 || cfg.calls < 1 || cfg.duration <= 0 {
 		return cfg, errors.New("--rounds, --calls and --duration must be positive")
 	}
-	for _, b := range []string{"manifold", "manifold-fixture", "manifold-bench"} {
+	for _, b := range binaries {
 		if _, err := os.Stat(filepath.Join(cfg.binDir, b)); err != nil {
 			return cfg, fmt.Errorf("--bin: %w", err)
 		}

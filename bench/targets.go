@@ -5,11 +5,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +69,16 @@ var allTargets = []*target{
 			return nil, err
 		}
 		return []string{"--url", url, "--target-pid", strconv.Itoa(pid) + "," + strconv.Itoa(fpid)}, nil
+	}},
+	// The reference relays stand where the gateway stands in front of the
+	// same fixture, doing the least a Go proxy can (bench/relay): what the
+	// machine charges any proxy for the traffic, below which no gateway's
+	// CPU per call can go.
+	{name: "reference tcp relay", direct: "fixture http", start: func(ctx context.Context, e *env) ([]string, error) {
+		return e.startRelay(ctx, "tcp")
+	}},
+	{name: "reference http relay", direct: "fixture http", start: func(ctx context.Context, e *env) ([]string, error) {
+		return e.startRelay(ctx, "http")
 	}},
 	{name: "manifold stdio→stdio", direct: "fixture stdio", start: func(_ context.Context, e *env) ([]string, error) {
 		cfg, err := e.config("stdio.yaml", stdioUpstream(e.bin("manifold-fixture")))
@@ -222,6 +232,36 @@ func (e *env) startFixtureHTTP(ctx context.Context) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
+	url, err := e.printedURL(ctx, "manifold-fixture", stdout)
+	return url, cmd.Process.Pid, err
+}
+
+// startRelay starts a fixture over HTTP and a reference relay in front of
+// it (bench/relay, in mode tcp or http), with the gateway's environment
+// settings, and returns the manifold-bench arguments that select it.
+func (e *env) startRelay(ctx context.Context, mode string) ([]string, error) {
+	furl, fpid, err := e.startFixtureHTTP(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := neturl.Parse(furl)
+	if err != nil {
+		return nil, err
+	}
+	cmd, stdout, err := e.startProc(e.bin("manifold-relay"), e.gatewayEnv, "--mode", mode, "--upstream", u.Host)
+	if err != nil {
+		return nil, err
+	}
+	url, err := e.printedURL(ctx, "manifold-relay", stdout)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--url", url, "--target-pid", strconv.Itoa(cmd.Process.Pid) + "," + strconv.Itoa(fpid)}, nil
+}
+
+// printedURL returns the URL the server name prints as the first line of
+// stdout, and discards the rest of its output.
+func (e *env) printedURL(ctx context.Context, name string, stdout io.Reader) (string, error) {
 	lines := make(chan string, 1)
 	go func() {
 		r := bufio.NewReader(stdout)
@@ -232,13 +272,13 @@ func (e *env) startFixtureHTTP(ctx context.Context) (string, int, error) {
 	select {
 	case url := <-lines:
 		if !strings.HasPrefix(url, "http://") {
-			return "", 0, fmt.Errorf("manifold-fixture printed %q, not its URL", url)
+			return "", fmt.Errorf("%s printed %q, not its URL", name, url)
 		}
-		return url, cmd.Process.Pid, nil
+		return url, nil
 	case <-time.After(e.timeout):
-		return "", 0, errors.New("manifold-fixture printed no URL")
+		return "", fmt.Errorf("%s printed no URL", name)
 	case <-ctx.Done():
-		return "", 0, ctx.Err()
+		return "", ctx.Err()
 	}
 }
 
