@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gowebpki/jcs"
+	"github.com/manifold-mcp/manifold/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -122,6 +126,13 @@ type bridgedCall struct {
 	// method, name and principal (stateOwner) bind its requestStates
 	// (bridgestate.go).
 	method, name, principal string
+	// args is the digest of the first round's arguments (argumentsDigest):
+	// a retry must carry the same, since the upstream acts on those and
+	// the call's audit record shows the retry's.
+	args [sha256.Size]byte
+	// held is the concurrency slots of the first round's rate limits,
+	// released when the upstream call returns (runBridged).
+	held ratelimit.Held
 
 	// ctx is the upstream call's: the first round's values (trace, the
 	// principal of stdio sessions) without its cancellation or its
@@ -179,14 +190,14 @@ func bridgedOf(o *origin) *bridgedCall {
 // and starts its upstream call, a goroutine of the gateway (runBridged).
 // It returns false, having started nothing, when the gateway does not run
 // (before Start, or closing).
-func (g *Gateway) openBridge(ctx context.Context, method, name, principal string, call func(context.Context) (mcp.Result, error)) (*bridgedCall, bool) {
+func (g *Gateway) openBridge(ctx context.Context, method, name, principal string, args [sha256.Size]byte, call func(context.Context) (mcp.Result, error)) (*bridgedCall, bool) {
 	g.bridge.init()
 	if !g.life.Running() {
 		return nil, false
 	}
 	runCtx := g.life.Context()
 	bc := &bridgedCall{
-		id: g.bridge.seq.Add(1), method: method, name: name, principal: principal,
+		id: g.bridge.seq.Add(1), method: method, name: name, principal: principal, args: args,
 		done: make(chan struct{}), arrived: make(chan struct{}, 1),
 		pending: map[string]*parkedRequest{}, round: 1, attached: true, start: time.Now(),
 	}
@@ -195,6 +206,12 @@ func (g *Gateway) openBridge(ctx context.Context, method, name, principal string
 	// reads it when it returns: the call must not write to it.
 	cctx = context.WithValue(cctx, exchangeKey{}, (*exchange)(nil))
 	bc.ctx, bc.cancel = context.WithValue(cctx, bridgedKey{}, bc), cancel
+	// The call keeps the concurrency slots of its rate limits until its
+	// upstream call returns, not just for its first round.
+	held, _ := ctx.Value(slotsKey{}).(*ratelimit.Held)
+	if held != nil {
+		bc.held, *held = *held, ratelimit.Held{}
+	}
 	g.bridge.calls.Store(bc.id, bc)
 	stop := context.AfterFunc(runCtx, func() {
 		g.end(bc, 0, &jsonrpc.Error{Code: codeClientNoAnswer, Message: "manifold: the gateway is shutting down"})
@@ -206,6 +223,9 @@ func (g *Gateway) openBridge(ctx context.Context, method, name, principal string
 		// Close began meanwhile: the call never starts.
 		g.forget(bc)
 		bc.cancel(errCallReturned)
+		if held != nil {
+			*held, bc.held = bc.held, ratelimit.Held{}
+		}
 		return nil, false
 	}
 	return bc, true
@@ -221,6 +241,7 @@ func (g *Gateway) runBridged(bc *bridgedCall, call func(context.Context) (mcp.Re
 			g.log.Error("panic in a bridged call", zap.String(keyName, bc.name), zap.Any(keyError, p), zap.Stack(keyStack))
 		}
 		bc.res, bc.err = res, err
+		bc.held.Release()
 		bc.cancel(errCallReturned)
 		close(bc.done)
 	}()
@@ -284,7 +305,7 @@ func (bc *bridgedCall) endError() error {
 // through the bridge, and serves its first round. Before Start and while
 // closing it forwards the call directly (server requests are then refused).
 func bridgeStart[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, rt route, snap *snapshot) (R, error) {
-	bc, ok := g.openBridge(ctx, m.name, target(req), g.stateOwner(ctx, snap.access, req), func(ctx context.Context) (mcp.Result, error) {
+	bc, ok := g.openBridge(ctx, m.name, target(req), g.stateOwner(ctx, snap.access, req), argumentsDigest(req), func(ctx context.Context) (mcp.Result, error) {
 		return roundTrip(ctx, g, m, req, rt, snap)
 	})
 	if !ok {
@@ -300,17 +321,14 @@ func bridgeStart[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway,
 // for them, and serves the next round. A refused state changes nothing.
 func bridgeResume[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, snap *snapshot) (R, error) {
 	var zero R
-	g.bridge.init()
-	answers, state := m.input(req)
-	st, err := g.bridge.signer.verify(state, m.name, target(req), g.stateOwner(ctx, snap.access, req), time.Now())
+	answers, _ := m.input(req)
+	bc, st, err := bridgedRetry(ctx, g, m, req, snap)
 	if err != nil {
 		return zero, invalidState(err)
 	}
-	v, ok := g.bridge.calls.Load(st.id)
-	if !ok {
-		return zero, invalidState(fmt.Errorf("%w: its call has ended (completed, cancelled or timed out)", errBadState))
+	if argumentsDigest(req) != bc.args {
+		return zero, invalidState(fmt.Errorf("%w: it was issued for other arguments", errBadState))
 	}
-	bc := v.(*bridgedCall)
 	bc.mu.Lock()
 	switch {
 	case bc.expired:
@@ -348,6 +366,72 @@ func bridgeResume[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway
 	g.exchange(ctx).bridgedRound(round, bc.start)
 	g.attachNotes(bc, roundOf(ctx, req))
 	return bridgeRound(ctx, g, m, req, bc)
+}
+
+// bridgedRetry returns the bridged call req, a retry carrying a
+// requestState of the gateway, resumes, and the state: when the state
+// verifies for req's method, name and owner under snap, and its call is
+// still registered. The error says why not.
+func bridgedRetry[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, snap *snapshot) (*bridgedCall, bridgeState, error) {
+	g.bridge.init()
+	_, state := m.input(req)
+	st, err := g.bridge.signer.verify(state, m.name, target(req), g.stateOwner(ctx, snap.access, req), time.Now())
+	if err != nil {
+		return nil, st, err
+	}
+	v, ok := g.bridge.calls.Load(st.id)
+	if !ok {
+		return nil, st, fmt.Errorf("%w: its call has ended (completed, cancelled or timed out)", errBadState)
+	}
+	return v.(*bridgedCall), st, nil
+}
+
+// resumesBridged reports whether req is a retry of a bridged call that
+// bridgeResume may resume (it makes the remaining checks).
+func resumesBridged[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, snap *snapshot) bool {
+	if _, state := m.input(req); !isBridgeState(state) {
+		return false
+	}
+	_, _, err := bridgedRetry(ctx, g, m, req, snap)
+	return err == nil
+}
+
+// endRefusedRetry ends the bridged call req would have resumed, req being
+// a retry the pipeline refused (after a reload its name is no longer known,
+// or no longer allowed): no retry can resume the call any more, so it
+// ends now, with its audit record, rather than at the TTL. Only a state
+// that verifies for req's owner ends a call, so no one else's retry can.
+func endRefusedRetry[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m *method[Q, R], req Q, snap *snapshot) {
+	if _, state := m.input(req); !isBridgeState(state) {
+		return
+	}
+	if bc, st, err := bridgedRetry(ctx, g, m, req, snap); err == nil {
+		g.end(bc, int(st.round), &jsonrpc.Error{Code: codeClientNoAnswer,
+			Message: "manifold: the client's retry was refused: the name is no longer known or allowed"})
+	}
+}
+
+// slotsKey is the context key of the rate-limit slots a call holds
+// (*ratelimit.Held), for openBridge to take over.
+type slotsKey struct{}
+
+// argumentsDigest is the SHA-256 of the canonical JSON (RFC 8785) of
+// req's arguments, or of null without any: what a retry of a bridged call
+// must repeat. Arguments that do not canonicalise are digested as sent.
+func argumentsDigest(req mcp.Request) [sha256.Size]byte {
+	var raw []byte
+	switch a := arguments(req).(type) {
+	case nil:
+		raw = []byte("null")
+	case json.RawMessage:
+		raw = a
+	default:
+		raw, _ = json.Marshal(a)
+	}
+	if c, err := jcs.Transform(raw); err == nil {
+		raw = c
+	}
+	return sha256.Sum256(raw)
 }
 
 // invalidState is the client's error for a requestState refused by err.

@@ -29,8 +29,9 @@ const (
 	codeUnroutable = -31053
 	// codeClientNoAnswer: a request an upstream parked for a 2026-07-28
 	// client will not be answered: the client abandoned the call
-	// (cancelled it, or did not retry within the bridge TTL), or the
-	// gateway is shutting down. The upstream gets it.
+	// (cancelled it, or did not retry within the bridge TTL), its retry
+	// was refused (the name no longer known or allowed after a reload),
+	// or the gateway is shutting down. The upstream gets it.
 	codeClientNoAnswer = -31054
 )
 

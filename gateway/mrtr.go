@@ -222,10 +222,7 @@ func inputCapable(c *mcp.ClientCapabilities, ir mcp.InputRequest) bool {
 	}
 	switch p := ir.(type) {
 	case *mcp.ElicitParams:
-		if c.Elicitation == nil {
-			return false
-		}
-		return !(p.Mode == "url" || p.Mode == "" && p.URL != "") || c.Elicitation.URL != nil
+		return elicitable(c.Elicitation, p)
 	case *mcpx.CreateMessageWithToolsParams:
 		return mcpx.Sampling(c) != nil && (len(p.Tools) == 0 || mcpx.Sampling(c).Tools != nil)
 	case *mcpx.CreateMessageParams:
@@ -234,6 +231,21 @@ func inputCapable(c *mcp.ClientCapabilities, ir mcp.InputRequest) bool {
 		return mcpx.RootsV2(c) != nil || mcpx.RootsListChanged(c)
 	}
 	return false
+}
+
+// elicitable reports whether a client with elicitation capabilities e
+// supports the mode of p: the spec forbids sending a mode the client did
+// not declare. An elicitation in URL mode (or, without a mode, with a URL)
+// needs "url"; one in form mode needs "form", which an empty capability
+// ({}, as clients before URL mode declared it) also means.
+func elicitable(e *mcp.ElicitationCapabilities, p *mcp.ElicitParams) bool {
+	if e == nil {
+		return false
+	}
+	if p.Mode == "url" || p.Mode == "" && p.URL != "" {
+		return e.URL != nil
+	}
+	return e.Form != nil || e.URL == nil
 }
 
 // setRounds notes the MRTR round a request is (1 for the first), for its

@@ -104,16 +104,21 @@ func serveCall[Q callerRequest, R mcp.Result](ctx context.Context, g *Gateway, m
 		c.routes = g.routesOf(ctx, req, false) // the session's lists (sessionlists.go)
 	}
 	g.authenticate(&c, callerOf(ctx, req))
-	if !g.resolve(ctx, &c) {
+	if !g.resolve(ctx, &c) || !g.permit(ctx, &c) {
+		endRefusedRetry(ctx, g, m, req, c.snap)
 		return zero, m.unknown(req, c.name)
 	}
-	if !g.permit(ctx, &c) {
-		return zero, m.unknown(req, c.name)
-	}
-	if ref := g.rateLimit(ctx, &c); ref != nil {
-		return limitedAnswer(m, ref)
+	// A retry of a bridged call is the same call: it paid at its first
+	// round, and the call still holds its slots.
+	if c.snap.limits != nil && !resumesBridged(ctx, g, m, req, c.snap) {
+		if ref := g.rateLimit(ctx, &c); ref != nil {
+			return limitedAnswer(m, ref)
+		}
 	}
 	defer c.held.Release()
+	if !c.held.Empty() {
+		ctx = context.WithValue(ctx, slotsKey{}, &c.held) // a bridged call takes them (openBridge)
+	}
 	if res, done, err := consentRetry(ctx, g, m, &c, &req); done { // after a sign-in (oauthretry.go)
 		return res, err
 	}

@@ -411,13 +411,7 @@ func (r relay) CreateMessage(ctx context.Context, from *upstream.Upstream, p *mc
 
 func (r relay) Elicit(ctx context.Context, from *upstream.Upstream, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	o, err := r.target(from, "elicitation/create", func(c *mcp.ClientCapabilities) bool {
-		if c.Elicitation == nil {
-			return false
-		}
-		if p.Mode == "url" {
-			return c.Elicitation.URL != nil
-		}
-		return true
+		return elicitable(c.Elicitation, p)
 	})
 	if err != nil {
 		return nil, err

@@ -195,6 +195,9 @@ func (h *Held) add(b *bucket) {
 	h.n++
 }
 
+// Empty reports whether h holds no slot.
+func (h *Held) Empty() bool { return h.n == 0 }
+
 // Release gives back every slot h holds; h then holds nothing.
 func (h *Held) Release() {
 	for i := 0; i < h.n; i++ {
