@@ -228,8 +228,8 @@ func countKeys(ctx context.Context, s jwkset.Storage) int {
 func noKeys(*jwt.Token) (any, error) { return nil, errNoKeys }
 
 // keyfunc returns the jwt.Keyfunc finding a token's key in the JWKS: by its kid (fetching the
-// keys again, rate-limited, when the kid is unknown), or every key of the algorithm's family
-// when it has none.
+// keys again, rate-limited, when the kid is unknown), or, when it has none, every key that a
+// token with that key's kid could use (signingKeys).
 func (j *jwks) keyfunc(ctx context.Context) jwt.Keyfunc {
 	st := j.state.Load()
 	if st == nil {
@@ -240,6 +240,9 @@ func (j *jwks) keyfunc(ctx context.Context) jwt.Keyfunc {
 		kid, hasKID := t.Header["kid"]
 		if _, ok := kid.(string); hasKID && !ok {
 			return nil, errMalformed
+		}
+		if !hasKID {
+			return signingKeys(ctx, st.store, t.Method)
 		}
 		key, err := inner(t)
 		switch {
@@ -252,25 +255,35 @@ func (j *jwks) keyfunc(ctx context.Context) jwt.Keyfunc {
 			// does not allow the token.
 			return nil, errUnknownKID
 		}
-		set, ok := key.(jwt.VerificationKeySet)
-		if !ok {
-			if !keyFits(t.Method, key) {
-				return nil, errKeyMismatch
-			}
-			return key, nil
-		}
-		if len(set.Keys) == 0 {
-			return nil, errNoKeys
-		}
-		var fit jwt.VerificationKeySet
-		for _, k := range set.Keys {
-			if keyFits(t.Method, k) {
-				fit.Keys = append(fit.Keys, k)
-			}
-		}
-		if len(fit.Keys) == 0 {
+		if !keyFits(t.Method, key) {
 			return nil, errKeyMismatch
 		}
-		return fit, nil
+		return key, nil
 	}
+}
+
+// signingKeys returns the keys of store that may verify a token of method that names no kid:
+// those a token naming their kid could use. Their "use" is "sig" or absent (never a key
+// published for encryption), their "alg", if any, is the token's, and their type fits the
+// algorithm (keyFits).
+func signingKeys(ctx context.Context, store jwkset.Storage, method jwt.SigningMethod) (any, error) {
+	keys, err := store.KeyReadAll(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("reading the JWKS: %w", ctx.Err())
+	case err != nil || len(keys) == 0:
+		return nil, errNoKeys
+	}
+	var fit jwt.VerificationKeySet
+	for _, k := range keys {
+		m := k.Marshal()
+		if (m.USE == jwkset.UseSig || m.USE == "") && (m.ALG == "" || m.ALG.String() == method.Alg()) &&
+			keyFits(method, k.Key()) {
+			fit.Keys = append(fit.Keys, k.Key())
+		}
+	}
+	if len(fit.Keys) == 0 {
+		return nil, errKeyMismatch
+	}
+	return fit, nil
 }

@@ -122,6 +122,10 @@ func TestJWKSKeySelection(t *testing.T) {
 		{name: "key without alg", token: sign(t, jwt.SigningMethodES256, ecKey(), "ec", claims(nil))},
 		{name: "alg other than the key's", token: sign(t, jwt.SigningMethodRS512, rsaKey(), "rs", claims(nil)), reason: "no signing key for kid"},
 		{name: "encryption key", token: sign(t, jwt.SigningMethodRS256, rsaOther(), "enc", claims(nil)), reason: "no signing key for kid"},
+		// Without kid, only the keys a kid could name: the RS256 signing key is tried, not the
+		// encryption key that signed the token.
+		{name: "encryption key without kid", token: sign(t, jwt.SigningMethodRS256, rsaOther(), "", claims(nil)), reason: "signature invalid"},
+		{name: "alg other than the key's without kid", token: sign(t, jwt.SigningMethodRS512, rsaKey(), "", claims(nil)), reason: "signing key does not fit"},
 		{name: "kid of another family", token: sign(t, jwt.SigningMethodES256, ecKey(), "rs", claims(nil)), reason: "no signing key for kid"},
 		{name: "kid not a string", token: withHeader(t, sign(t, jwt.SigningMethodRS256, rsaKey(), "", claims(nil)), `{"alg":"RS256","kid":7}`), reason: "malformed token"},
 		{name: "unknown kid", token: sign(t, jwt.SigningMethodRS256, rsaKey(), "nope", claims(nil)), reason: "no signing key for kid"},
