@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -100,10 +101,14 @@ type browser struct {
 	stopAt    bool
 	authorize string
 	callbacks []string
+	jar       http.CookieJar // its cookies, as a browser keeps them
 }
 
 func (b *browser) client() *http.Client {
-	return &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+	if b.jar == nil {
+		b.jar, _ = cookiejar.New(nil)
+	}
+	return &http.Client{Jar: b.jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
 		switch req.URL.Path {
 		case "/authorize":
 			b.authorize = req.URL.String()

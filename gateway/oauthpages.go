@@ -20,7 +20,8 @@ import (
 // with authentication on, it asks for that principal's credential (API key or token) and
 // compares principals; under serve --stdio and without authentication, the principal is
 // the local user, and the pages listen on loopback only. It then redirects to the
-// upstream's authorization server, whose answer comes back to the callback.
+// upstream's authorization server, whose answer comes back to the callback, which accepts
+// it only in the browser that passed the check (its sign-in cookie).
 
 const (
 	oauthStartPath    = "/oauth/start/"
@@ -34,7 +35,7 @@ const (
 func (g *Gateway) oauthHandler(local bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(oauthStartPath, func(w http.ResponseWriter, r *http.Request) { g.serveOAuthStart(w, r, local) })
-	mux.HandleFunc(oauthCallbackPath, g.serveOAuthCallback)
+	mux.HandleFunc(oauthCallbackPath, func(w http.ResponseWriter, r *http.Request) { g.serveOAuthCallback(w, r, local) })
 	mux.HandleFunc(oauthOIDCCallbackPath, g.serveOAuthOIDCCallback) // oauthidentity.go
 	// Another replica's sign-ins are forwarded to it (oauthcluster.go).
 	return g.oauthCluster(mux)
@@ -114,17 +115,34 @@ func (g *Gateway) serveOAuthStart(w http.ResponseWriter, r *http.Request, local 
 	http.Redirect(w, r, to, http.StatusFound)
 }
 
-// serveOAuthCallback completes a sign-in with the authorization server's answer.
-func (g *Gateway) serveOAuthCallback(w http.ResponseWriter, r *http.Request) {
+// serveOAuthCallback completes a sign-in with the authorization server's answer. With
+// authentication on (and not local), only in the browser that passed the start page's
+// check, which holds the principal's sign-in cookie: the authorization server's URL
+// the start page redirects to could otherwise be handed to someone else, whose
+// account at the upstream would then be stored as the principal's.
+func (g *Gateway) serveOAuthCallback(w http.ResponseWriter, r *http.Request, local bool) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	if e := q.Get("error"); e != "" {
 		writeOAuthPage(w, http.StatusBadRequest, oauthPageData{Title: "Sign-in refused", Text: "The authorization server answered: " + e})
 		return
 	}
+	a := g.current().access
+	checked := !local && a.authn != nil && a.authn.Enabled()
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
 	for _, o := range g.oauthServers() {
+		if checked {
+			principal, ok := o.StateOwner(state)
+			if !ok {
+				continue
+			}
+			if !g.signedInAs(r, principal) { // oauthidentity.go
+				g.log.Warn("upstream sign-in refused: its answer reached a browser that did not open the link", zap.String(keyAddr, r.RemoteAddr))
+				writeOAuthPage(w, http.StatusForbidden, oauthPageData{Title: "Not your sign-in", Text: "This sign-in was started in another browser or by another account. Open the link your client shows in this browser."})
+				return
+			}
+		}
 		_, ok, err := o.Callback(ctx, state, q.Get("code"), q.Get("iss"))
 		if !ok {
 			continue

@@ -438,6 +438,17 @@ func (o *OAuth) Pending(id string) (principal string, ok bool) {
 	return p.principal, true
 }
 
+// StateOwner returns the principal of the sign-in whose OAuth state is state, without
+// using it; ok is false when state is none of this server's.
+func (o *OAuth) StateOwner(state string) (principal string, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if p := o.byState[state]; p != nil {
+		return p.principal, true
+	}
+	return "", false
+}
+
 // Start uses the start link id (once) and returns the authorization server's URL to send
 // the browser to.
 func (o *OAuth) Start(id string) (string, error) {
