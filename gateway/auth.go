@@ -92,10 +92,11 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), identityCtxKey{}, id))
-		if r.URL.Path == "/sse" && !h.bindSSE(w, r, id) {
+		sse := isSSEPath(r.URL.Path)
+		if sse && !h.bindSSE(w, r, id) {
 			return
 		}
-		if r.URL.Path == "/sse" && r.Method == http.MethodGet {
+		if sse && r.Method == http.MethodGet {
 			sess := &sseSession{owner: sessionOwner(id)}
 			sess.latest.Store(id)
 			r = r.WithContext(context.WithValue(r.Context(), sseSessionKey{}, sess))
@@ -173,6 +174,12 @@ func (h *httpAuth) authenticate(w http.ResponseWriter, r *http.Request, a *acces
 // key's name cannot use that key's sessions.
 func sessionOwner(id *authn.Identity) string {
 	return id.Method + ":" + id.Principal.Name()
+}
+
+// isSSEPath reports whether path is a legacy SSE endpoint: /sse, or a
+// toolset's /sse/<name>.
+func isSSEPath(path string) bool {
+	return path == "/sse" || strings.HasPrefix(path, "/sse/")
 }
 
 // bindSSE refuses a POST to an SSE session opened by another principal,

@@ -256,40 +256,51 @@ func TestPolicyWireGames(t *testing.T) {
 }
 
 // TestSSESessionIsBoundToItsPrincipal: a legacy SSE session opened by alice
-// cannot be driven with bob's key.
+// cannot be driven with bob's key, on /sse and on a toolset's /sse/<name>
+// (which, until a review found it, bound nothing).
 func TestSSESessionIsBoundToItsPrincipal(t *testing.T) {
-	_, srv, _ := teamGateway(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/sse", nil)
-	req.Header.Set("Authorization", "Bearer "+aliceKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	endpoint := ""
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			endpoint = data
-			break
-		}
-	}
-	if !strings.Contains(endpoint, "sessionid=") {
-		t.Fatalf("no endpoint event (status %d)", resp.StatusCode)
-	}
-	r, body := post(t, srv.URL+endpoint, initBody, map[string]string{"Authorization": "Bearer " + bobKey})
-	if r.StatusCode != http.StatusNotFound {
-		t.Errorf("bob's POST to alice's SSE session: %d %s; want 404", r.StatusCode, body)
-	}
-	r, body = post(t, srv.URL+endpoint, initBody, map[string]string{"Authorization": "Bearer " + aliceKey})
-	if r.StatusCode != http.StatusAccepted {
-		t.Errorf("alice's POST to her SSE session: %d %s; want 202", r.StatusCode, body)
-	}
-	r, _ = post(t, srv.URL+endpoint, initBody, nil)
-	if r.StatusCode != http.StatusUnauthorized {
-		t.Errorf("unauthenticated POST to an SSE session: %d; want 401", r.StatusCode)
+	_, srv, _ := teamGateway(t, func(c *config.Config) {
+		c.Toolsets = map[string]config.Toolset{"dev": {Name: "dev", Servers: []string{"alpha"}}}
+	})
+	for _, path := range []string{"/sse", "/sse/dev"} {
+		t.Run(path, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+			req.Header.Set("Authorization", "Bearer "+aliceKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			endpoint := ""
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					endpoint = data
+					break
+				}
+			}
+			if !strings.Contains(endpoint, "sessionid=") {
+				t.Fatalf("no endpoint event (status %d)", resp.StatusCode)
+			}
+			if !strings.HasPrefix(endpoint, path+"?") && !strings.HasPrefix(endpoint, srv.URL+path+"?") {
+				t.Fatalf("endpoint %q is not under %s", endpoint, path)
+			}
+			endpoint = strings.TrimPrefix(endpoint, srv.URL)
+			r, body := post(t, srv.URL+endpoint, initBody, map[string]string{"Authorization": "Bearer " + bobKey})
+			if r.StatusCode != http.StatusNotFound {
+				t.Errorf("bob's POST to alice's SSE session: %d %s; want 404", r.StatusCode, body)
+			}
+			r, body = post(t, srv.URL+endpoint, initBody, map[string]string{"Authorization": "Bearer " + aliceKey})
+			if r.StatusCode != http.StatusAccepted {
+				t.Errorf("alice's POST to her SSE session: %d %s; want 202", r.StatusCode, body)
+			}
+			r, _ = post(t, srv.URL+endpoint, initBody, nil)
+			if r.StatusCode != http.StatusUnauthorized {
+				t.Errorf("unauthenticated POST to an SSE session: %d; want 401", r.StatusCode)
+			}
+		})
 	}
 }
 
