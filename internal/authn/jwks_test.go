@@ -2,6 +2,8 @@ package authn
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"net"
@@ -110,6 +112,8 @@ func TestJWKSKeySelection(t *testing.T) {
 	srv.add(t, &rsaKey().PublicKey, "rs", "RS256")
 	srv.addUse(t, &rsaOther().PublicKey, "enc", "RS256", jwkset.UseEnc)
 	srv.add(t, &ecKey().PublicKey, "ec", "")
+	weak := must(rsa.GenerateKey(rand.Reader, 1024))
+	srv.add(t, &weak.PublicKey, "weak", "RS256")
 	a := newAuth(t, jwtAuth(func(j *config.JWT) { j.JWKSURL = srv.URL }), &Options{Now: fixedNow})
 	tests := []struct {
 		name   string
@@ -126,6 +130,8 @@ func TestJWKSKeySelection(t *testing.T) {
 		// encryption key that signed the token.
 		{name: "encryption key without kid", token: sign(t, jwt.SigningMethodRS256, rsaOther(), "", claims(nil)), reason: "signature invalid"},
 		{name: "alg other than the key's without kid", token: sign(t, jwt.SigningMethodRS512, rsaKey(), "", claims(nil)), reason: "signing key does not fit"},
+		{name: "RSA key under 2048 bits", token: sign(t, jwt.SigningMethodRS256, weak, "weak", claims(nil)), reason: "signing key does not fit"},
+		{name: "RSA key under 2048 bits without kid", token: sign(t, jwt.SigningMethodRS256, weak, "", claims(nil)), reason: "signature invalid"},
 		{name: "kid of another family", token: sign(t, jwt.SigningMethodES256, ecKey(), "rs", claims(nil)), reason: "no signing key for kid"},
 		{name: "kid not a string", token: withHeader(t, sign(t, jwt.SigningMethodRS256, rsaKey(), "", claims(nil)), `{"alg":"RS256","kid":7}`), reason: "malformed token"},
 		{name: "unknown kid", token: sign(t, jwt.SigningMethodRS256, rsaKey(), "nope", claims(nil)), reason: "no signing key for kid"},

@@ -20,7 +20,8 @@ import (
 	"github.com/manifold-mcp/manifold/config"
 )
 
-// minRSABits is the size of the smallest RSA public key accepted from the configuration.
+// minRSABits is the size of the smallest RSA public key accepted, from the configuration or
+// a JWKS.
 const minRSABits = 2048
 
 // Algorithms accepted by default for each kind of key source. "none" never is.
@@ -183,7 +184,9 @@ func keyFits(method jwt.SigningMethod, key any) bool {
 	var ok bool
 	switch method.(type) {
 	case *jwt.SigningMethodRSA, *jwt.SigningMethodRSAPSS:
-		_, ok = key.(*rsa.PublicKey)
+		// A JWKS may publish any size: below minRSABits it verifies nothing, as in the config.
+		k, isRSA := key.(*rsa.PublicKey)
+		ok = isRSA && k.N.BitLen() >= minRSABits
 	case *jwt.SigningMethodECDSA:
 		_, ok = key.(*ecdsa.PublicKey)
 	case *jwt.SigningMethodEd25519:
