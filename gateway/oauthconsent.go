@@ -51,10 +51,11 @@ type oauthClients struct {
 }
 
 type oauthServer struct {
-	auth config.UpstreamAuth
-	url  string
-	oa   *upcred.OAuth
-	err  error
+	auth  config.UpstreamAuth
+	url   string
+	store upcred.Store // the token store oa keeps tokens in
+	oa    *upcred.OAuth
+	err   error
 }
 
 type oauthWaitKey struct{ server, principal string }
@@ -85,17 +86,17 @@ type oauthLinks struct{ g *Gateway }
 func (l oauthLinks) StartURL(id string) string { return l.g.oauthBaseURL() + oauthStartPath + id }
 func (l oauthLinks) RedirectURL() string       { return l.g.oauthBaseURL() + oauthCallbackPath }
 
-// oauthOf returns the OAuth client of s, made on first use and again when its auth
-// changed.
+// oauthOf returns the OAuth client of s, made on first use and again when its auth or
+// the token store changed.
 func (g *Gateway) oauthOf(s config.Server) (*upcred.OAuth, error) {
 	store, storeErr := g.creds.tokenStore(g.current().cfg.Gateway.TokenStore)
 	o := &g.oauth
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if os := o.servers[s.Name]; os != nil && os.url == s.URL && reflect.DeepEqual(os.auth, s.Auth) {
+	if os := o.servers[s.Name]; os != nil && os.url == s.URL && os.store == store && reflect.DeepEqual(os.auth, s.Auth) {
 		return os.oa, os.err
 	}
-	os := &oauthServer{auth: s.Auth, url: s.URL, err: storeErr}
+	os := &oauthServer{auth: s.Auth, url: s.URL, store: store, err: storeErr}
 	if storeErr == nil {
 		name := s.Name
 		os.oa, os.err = upcred.NewOAuth(g.life.Context(), name, s.Auth, store, oauthLinks{g}, &upcred.OAuthOptions{
@@ -176,11 +177,11 @@ func (g *Gateway) consentRequired(err error, up *upstream.Upstream, principal st
 	return oa.Waiting(principal)
 }
 
-// waitSignIn notes that ss listed the sign-in tool of server for principal.
+// waitSignIn notes that ss listed the sign-in tool of server for principal, until
+// principal signs in there or ss ends (stopWaitingSignIn).
 func (g *Gateway) waitSignIn(server, principal string, ss *mcp.ServerSession) {
 	o := &g.oauth
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	if o.waiting == nil {
 		o.waiting = map[oauthWaitKey]map[*mcp.ServerSession]bool{}
 	}
@@ -189,6 +190,22 @@ func (g *Gateway) waitSignIn(server, principal string, ss *mcp.ServerSession) {
 		o.waiting[k] = map[*mcp.ServerSession]bool{}
 	}
 	o.waiting[k][ss] = true
+	o.mu.Unlock()
+	g.watchSession(ss) // after noting it: an end already released forgets it again
+}
+
+// stopWaitingSignIn forgets ss, a session that ended, in the sessions waiting for a
+// sign-in.
+func (g *Gateway) stopWaitingSignIn(ss *mcp.ServerSession) {
+	o := &g.oauth
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, sessions := range o.waiting {
+		delete(sessions, ss)
+		if len(sessions) == 0 {
+			delete(o.waiting, k)
+		}
+	}
 }
 
 // signedIn is called after principal's token for server was stored: each session that

@@ -158,9 +158,10 @@ func (g *Gateway) rawConsentState(f rawFront, method string, c *call, from downs
 	return g.consentState(method, c.name, bindOwner(auth, source, c.principal.Key()))
 }
 
-// awaitSignIn waits until the principal of c has no sign-in pending at the
-// server of c's route (signed in, or the sign-in ended), at most until
-// ctx is done, the call timeout passed or expires.
+// awaitSignIn waits, while the principal of c has a sign-in in progress at
+// the server of c's route (its link opened or not), for the principal to
+// sign in there, at most until ctx is done, the call timeout passed or
+// expires.
 func (g *Gateway) awaitSignIn(ctx context.Context, c *call, expires time.Time) {
 	oa, err := g.oauthOf(c.route.up.Config())
 	if err != nil {
@@ -169,7 +170,7 @@ func (g *Gateway) awaitSignIn(ctx context.Context, c *call, expires time.Time) {
 	principal := c.principal.Name()
 	done, stop := g.consentWaits.waiting(c.route.up.Name(), principal) // before looking: no sign-in is missed
 	defer stop()
-	if oa.Waiting(principal) == nil {
+	if !oa.InProgress(principal) {
 		return
 	}
 	wait := min(c.snap.cfg.Gateway.Timeouts.Call, time.Until(expires))

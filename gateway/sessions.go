@@ -403,6 +403,7 @@ func (g *Gateway) sessionEnded(ss *mcp.ServerSession) {
 	g.releaseSession(ss)
 	g.flights.levels.Delete(ss)
 	g.sessLists.Delete(ss)
+	g.stopWaitingSignIn(ss)
 	g.notes.sessions.Delete(ss)
 	g.calls.forget(ss.ID())
 	g.clients.ended(ss)

@@ -38,7 +38,8 @@ const (
 	// PendingTTL bounds a sign-in between the redirect to the issuer and its callback.
 	PendingTTL = 10 * time.Minute
 	// MaxPending bounds the sign-ins in progress; at the limit the one expiring first is
-	// dropped.
+	// dropped. A sign-in replaces the one in progress with the same Data, so that one caller
+	// beginning again and again keeps one.
 	MaxPending  = 1000
 	discoverTTL = time.Hour
 	maxBody     = 1 << 20
@@ -52,6 +53,7 @@ type Flow struct {
 
 	mu         sync.Mutex
 	pending    map[string]*Pending   // by state
+	byData     map[string]string     // the state of each Data's sign-in, but ""
 	discovered map[string]*Endpoints // by issuer
 }
 
@@ -60,7 +62,8 @@ type Pending struct {
 	Verifier, Nonce string
 	// Redirect is the redirect_uri sent, repeated at the token endpoint.
 	Redirect string
-	// Data is the caller's, kept with the sign-in (the gateway's start link id).
+	// Data is the caller's, kept with the sign-in (the gateway's start link id): a sign-in
+	// begun with the Data of one in progress replaces it, unless Data is "".
 	Data    string
 	Expires time.Time
 }
@@ -89,12 +92,13 @@ func NewFlow(client *http.Client, now func() time.Time) *Flow {
 	if now == nil {
 		now = time.Now
 	}
-	return &Flow{client: client, now: now, pending: map[string]*Pending{}, discovered: map[string]*Endpoints{}}
+	return &Flow{client: client, now: now, pending: map[string]*Pending{}, byData: map[string]string{}, discovered: map[string]*Endpoints{}}
 }
 
 // Begin starts a sign-in at the issuer of s: it keeps a pending sign-in (fresh state, PKCE
-// verifier and nonce) with data, redirecting to redirect, and returns the issuer's
-// authorization URL the browser goes to and the state, which the caller binds to the browser.
+// verifier and nonce) with data, in place of any in progress with the same data, redirecting
+// to redirect, and returns the issuer's authorization URL the browser goes to and the state,
+// which the caller binds to the browser.
 func (f *Flow) Begin(ctx context.Context, s Settings, redirect, data string) (authURL, state string, err error) {
 	return f.BeginNamed(ctx, s, redirect, data, nil)
 }
@@ -221,24 +225,42 @@ func (f *Flow) doJSON(req *http.Request, v any) error {
 	return json.Unmarshal(body, v)
 }
 
-// add keeps a pending sign-in, dropping expired ones and, at the limit, the one expiring
-// first.
+// add keeps a pending sign-in in place of the one with the same Data, dropping expired ones
+// and, at the limit, the one expiring first.
 func (f *Flow) add(state string, p *Pending) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if old, ok := f.byData[p.Data]; ok {
+		f.removeLocked(old)
+	}
 	now := f.now()
 	var first string
 	for s, q := range f.pending {
 		if !now.Before(q.Expires) {
-			delete(f.pending, s)
+			f.removeLocked(s)
 		} else if first == "" || q.Expires.Before(f.pending[first].Expires) {
 			first = s
 		}
 	}
 	if len(f.pending) >= MaxPending {
-		delete(f.pending, first)
+		f.removeLocked(first)
 	}
 	f.pending[state] = p
+	if p.Data != "" {
+		f.byData[p.Data] = state
+	}
+}
+
+// removeLocked drops the pending sign-in of state; f.mu is held.
+func (f *Flow) removeLocked(state string) {
+	p, ok := f.pending[state]
+	if !ok {
+		return
+	}
+	delete(f.pending, state)
+	if f.byData[p.Data] == state {
+		delete(f.byData, p.Data)
+	}
 }
 
 // Take removes and returns the pending sign-in of state, unless expired: a state is good for
@@ -247,7 +269,7 @@ func (f *Flow) Take(state string) (*Pending, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.pending[state]
-	delete(f.pending, state)
+	f.removeLocked(state)
 	return p, ok && f.now().Before(p.Expires)
 }
 

@@ -40,6 +40,36 @@ func TestPendingIsBoundedAndSingleUse(t *testing.T) {
 	}
 }
 
+// TestSignInReplacesTheOneOfItsData: a sign-in kept with the Data of one in progress
+// replaces it, however often, so it never makes room by evicting others' sign-ins; sign-ins
+// without Data (the console's) are each kept, and a taken one's Data may begin again.
+func TestSignInReplacesTheOneOfItsData(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	f := NewFlow(nil, func() time.Time { return now })
+	f.add("alice", &Pending{Data: "alice's link", Expires: now.Add(time.Minute)})
+	f.add("console", &Pending{Expires: now.Add(time.Minute)})
+	f.add("console 2", &Pending{Expires: now.Add(time.Minute)})
+	for range MaxPending {
+		f.add(RandomID(), &Pending{Data: "bob's link", Expires: now.Add(time.Hour)})
+	}
+	f.add("bob", &Pending{Data: "bob's link", Expires: now.Add(time.Hour)})
+	if n := f.Len(); n != 4 {
+		t.Errorf("%d pending, want alice's, bob's last and the two without data", n)
+	}
+	for _, s := range []string{"alice", "console", "console 2", "bob"} {
+		if _, ok := f.Take(s); !ok {
+			t.Errorf("sign-in %q dropped", s)
+		}
+	}
+	f.add("bob again", &Pending{Data: "bob's link", Expires: now.Add(time.Hour)})
+	if _, ok := f.Take("bob again"); !ok {
+		t.Error("a sign-in begun again after its Data's was taken is missing")
+	}
+	if n := f.Len(); n != 0 {
+		t.Errorf("%d pending after every sign-in was taken", n)
+	}
+}
+
 // TestBeginAndExchange: Begin sends the issuer a PKCE S256 challenge and a state it keeps;
 // the code it returns is exchanged with the matching verifier.
 func TestBeginAndExchange(t *testing.T) {

@@ -29,13 +29,15 @@ import (
 // 9207 issuer check and the token request (golang.org/x/oauth2) — is the go-sdk's
 // auth.AuthorizationCodeHandler, one per principal. What this file adds: the code is not
 // fetched by the process but by the principal's browser, through the gateway's start page
-// and callback, so a flow waits (at most ConsentTTL) for Callback; tokens, refreshed ones
-// included, are kept in the token store per principal and server.
+// and callback, so a flow waits (at most ConsentTTL, or until the principal opens a newer
+// start link) for Callback; tokens, refreshed ones included, are kept in the token store per
+// principal and server.
 
 // ConsentTTL bounds a sign-in: its start link and the flow waiting for the callback.
 const ConsentTTL = 10 * time.Minute
 
-// maxPendingConsents bounds the sign-ins waiting at once, per server.
+// maxPendingConsents bounds the sign-ins in progress at once, per server: those waiting
+// for their start link to be opened and those waiting for their callback.
 const maxPendingConsents = 1024
 
 // ErrConsentUnknown: a start link or callback state that is unknown, used or expired.
@@ -82,6 +84,7 @@ type OAuth struct {
 	byPrinc   map[string]*principalFlow
 	pending   map[string]*pendingConsent // by start id
 	byState   map[string]*pendingConsent // by OAuth state
+	started   map[string]*pendingConsent // the one whose link was opened, by principal
 	lastClean time.Time
 }
 
@@ -99,6 +102,7 @@ type pendingConsent struct {
 	expires              time.Time
 	code                 chan *auth.AuthorizationResult // the callback's; buffered 1
 	done                 chan error                     // the flow's end; buffered 1
+	cancel               context.CancelFunc             // ends the flow
 }
 
 // OAuthOptions configures NewOAuth. HTTPClient makes discovery, registration and token
@@ -133,7 +137,8 @@ type SignInNames interface {
 // waiting for a callback end with ctx.
 func NewOAuth(ctx context.Context, server string, cfg config.UpstreamAuth, store Store, links OAuthLinks, opts *OAuthOptions) (*OAuth, error) {
 	o := &OAuth{server: server, cfg: cfg, secret: cfg.ClientSecret, store: store, links: links, ctx: ctx,
-		byPrinc: map[string]*principalFlow{}, pending: map[string]*pendingConsent{}, byState: map[string]*pendingConsent{}}
+		byPrinc: map[string]*principalFlow{}, pending: map[string]*pendingConsent{}, byState: map[string]*pendingConsent{},
+		started: map[string]*pendingConsent{}}
 	if opts != nil {
 		o.hc, o.onStored, o.goFn, o.names = opts.HTTPClient, opts.OnStored, opts.Go, opts.Names
 	}
@@ -318,9 +323,9 @@ func (o *OAuth) Authorize(ctx context.Context, principal string, req *http.Reque
 			return o.consentError(p)
 		}
 	}
-	if len(o.pending) >= maxPendingConsents {
+	if len(o.byState) >= maxPendingConsents { // byState holds the pending ones too
 		o.mu.Unlock()
-		return fmt.Errorf("upstream %q: too many sign-ins waiting", o.server)
+		return fmt.Errorf("upstream %q: too many sign-ins in progress", o.server)
 	}
 	f, err := o.flowLocked(principal)
 	o.mu.Unlock()
@@ -330,7 +335,7 @@ func (o *OAuth) Authorize(ctx context.Context, principal string, req *http.Reque
 	// The handler reads the challenge's headers and request URL only.
 	r := &http.Response{StatusCode: resp.StatusCode, Header: resp.Header.Clone(), Body: io.NopCloser(strings.NewReader(""))}
 	fctx, cancel := context.WithTimeout(o.ctx, ConsentTTL)
-	fl := &flowRun{published: make(chan *pendingConsent, 1)}
+	fl := &flowRun{published: make(chan *pendingConsent, 1), cancel: cancel}
 	fctx = context.WithValue(fctx, flowKey{}, fl)
 	failed := make(chan error, 1)
 	rq := req.Clone(fctx)
@@ -341,6 +346,7 @@ func (o *OAuth) Authorize(ctx context.Context, principal string, req *http.Reque
 			o.onStored(principal) // before the callback answers: a retry sees the change
 		}
 		if fl.p != nil {
+			o.forget(fl.p) // no longer in progress
 			fl.p.done <- err
 		}
 		failed <- err
@@ -365,7 +371,8 @@ func (o *OAuth) Authorize(ctx context.Context, principal string, req *http.Reque
 // flowRun is one run of a principal's handler: the sign-in it published.
 type flowRun struct {
 	published chan *pendingConsent
-	p         *pendingConsent // written and read by the flow's goroutine
+	cancel    context.CancelFunc // ends the run
+	p         *pendingConsent    // written and read by the flow's goroutine
 }
 
 type flowKey struct{}
@@ -392,10 +399,14 @@ func (o *OAuth) fetch(ctx context.Context, principal, authURL string) (*auth.Aut
 		u.RawQuery = q.Encode()
 		p.authURL = u.String()
 	}
+	fl, _ := ctx.Value(flowKey{}).(*flowRun)
+	if fl != nil {
+		p.cancel = fl.cancel
+	}
 	o.mu.Lock()
 	o.pending[p.id], o.byState[p.state] = p, p
 	o.mu.Unlock()
-	if fl, ok := ctx.Value(flowKey{}).(*flowRun); ok {
+	if fl != nil {
 		fl.p = p
 		fl.published <- p
 	}
@@ -427,6 +438,23 @@ func (o *OAuth) Waiting(principal string) *ConsentRequiredError {
 	return nil
 }
 
+// InProgress reports whether principal has a sign-in in progress: waiting for its start
+// link to be opened, or opened and waiting for the authorization server's callback.
+func (o *OAuth) InProgress(principal string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	if p := o.started[principal]; p != nil && now.Before(p.expires) {
+		return true
+	}
+	for _, p := range o.pending {
+		if p.principal == principal && !p.started && now.Before(p.expires) {
+			return true
+		}
+	}
+	return false
+}
+
 // Pending returns the principal of the sign-in id, when it waits for its start.
 func (o *OAuth) Pending(id string) (principal string, ok bool) {
 	o.mu.Lock()
@@ -450,7 +478,8 @@ func (o *OAuth) StateOwner(state string) (principal string, ok bool) {
 }
 
 // Start uses the start link id (once) and returns the authorization server's URL to send
-// the browser to.
+// the browser to. A principal has one started sign-in at most: starting one ends the
+// principal's previous one, whose callback is then refused.
 func (o *OAuth) Start(id string) (string, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -460,6 +489,13 @@ func (o *OAuth) Start(id string) (string, error) {
 	}
 	p.started = true
 	delete(o.pending, id)
+	if prev := o.started[p.principal]; prev != nil {
+		o.forgetLocked(prev)
+		if prev.cancel != nil {
+			prev.cancel() // its flow's goroutine returns
+		}
+	}
+	o.started[p.principal] = p
 	return p.authURL, nil
 }
 
@@ -491,10 +527,18 @@ func (o *OAuth) Callback(ctx context.Context, state, code, iss string) (principa
 	}
 }
 
-// forget drops p from the pending sign-ins.
+// forget drops p from the sign-ins in progress.
 func (o *OAuth) forget(p *pendingConsent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.forgetLocked(p)
+}
+
+// forgetLocked is forget with o.mu held.
+func (o *OAuth) forgetLocked(p *pendingConsent) {
+	if o.started[p.principal] == p {
+		delete(o.started, p.principal)
+	}
 	if o.pending[p.id] == p {
 		delete(o.pending, p.id)
 	}
@@ -518,6 +562,11 @@ func (o *OAuth) cleanLocked() {
 	for st, p := range o.byState {
 		if now.After(p.expires) {
 			delete(o.byState, st)
+		}
+	}
+	for pr, p := range o.started {
+		if now.After(p.expires) {
+			delete(o.started, pr)
 		}
 	}
 }

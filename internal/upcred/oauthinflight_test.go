@@ -1,0 +1,71 @@
+package upcred
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/manifold-mcp/manifold/config"
+	"github.com/manifold-mcp/manifold/internal/testauth"
+)
+
+// TestOneStartedSignInPerPrincipal: a principal that asks for a sign-in and opens its link
+// in a loop has one sign-in in flight at most: opening a link ends the principal's previous
+// sign-in, its flow goroutine and its callback state, which the callback then refuses. More
+// sign-ins than maxPendingConsents are asked for, and none is refused for their number.
+func TestOneStartedSignInPerPrincipal(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	as := &testauth.Server{}
+	mcpURL, stop := testauth.StartAuthCode(as, "alice")
+	t.Cleanup(stop)
+	o, err := NewOAuth(ctx, "up", config.UpstreamAuth{Type: config.UpstreamAuthOAuth}, &MemoryStore{}, testLinks{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	const n = maxPendingConsents + 100
+	var first string
+	for i := 0; i < n; i++ {
+		req, _ := http.NewRequest(http.MethodPost, mcpURL, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var ce *ConsentRequiredError
+		if err := o.Authorize(ctx, "alice", req, resp); !errors.As(err, &ce) {
+			t.Fatalf("Authorize %d: %v, want a sign-in", i, err)
+		}
+		if _, err := o.Start(ce.ID); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			o.mu.Lock()
+			for st := range o.byState {
+				first = st
+			}
+			o.mu.Unlock()
+		}
+	}
+	o.mu.Lock()
+	inFlight := len(o.byState)
+	o.mu.Unlock()
+	if inFlight != 1 {
+		t.Errorf("%d sign-ins of one principal in flight, want 1", inFlight)
+	}
+	if _, ok, _ := o.Callback(ctx, first, "code", ""); ok {
+		t.Error("the callback of the first sign-in, ended by later ones, was taken")
+	}
+	// The ended sign-ins' goroutines return.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine()-before > 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines more than before the sign-ins", runtime.NumGoroutine()-before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
