@@ -519,6 +519,9 @@ func (o *OAuth) Callback(ctx context.Context, state, code, iss string) (principa
 	select {
 	case err := <-p.done:
 		if err != nil {
+			if r := refusal(err); r != nil {
+				err = r // without the endpoint's answer: the error is logged
+			}
 			return p.principal, true, fmt.Errorf("upstream %q: sign-in: %w", o.server, err)
 		}
 		return p.principal, true, nil

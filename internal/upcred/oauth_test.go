@@ -3,13 +3,16 @@ package upcred
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/manifold-mcp/manifold/config"
 	"github.com/manifold-mcp/manifold/internal/testauth"
+	"golang.org/x/oauth2"
 )
 
 type testLinks struct{}
@@ -91,5 +94,43 @@ func TestOAuthSignInAndRefreshAfterRestart(t *testing.T) {
 	}
 	if n := as.CountGrants(testauth.GrantRefreshToken); n != 1 {
 		t.Fatalf("%d refreshes, want 1", n)
+	}
+}
+
+// TestOAuthCallbackErrorWithoutTheTokenEndpointsBody: a code the token endpoint refuses
+// fails the callback with ErrTokenEndpoint, its status and OAuth error code, and nothing of
+// the endpoint's answer beyond them (which might echo a secret).
+func TestOAuthCallbackErrorWithoutTheTokenEndpointsBody(t *testing.T) {
+	ctx := context.Background()
+	as := &testauth.Server{}
+	mcpURL, stop := testauth.StartAuthCode(as, "alice")
+	t.Cleanup(stop)
+	o, err := NewOAuth(ctx, "up", config.UpstreamAuth{Type: config.UpstreamAuthOAuth}, &MemoryStore{}, testLinks{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, mcpURL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var ce *ConsentRequiredError
+	if err := o.Authorize(ctx, "alice", req, resp); !errors.As(err, &ce) {
+		t.Fatalf("Authorize: %v, want a sign-in", err)
+	}
+	authURL, err := o.Start(ce.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(authURL)
+	_, ok, err := o.Callback(ctx, u.Query().Get("state"), "not-a-code-the-server-issued", "")
+	if !ok || !errors.Is(err, ErrTokenEndpoint) || strings.Contains(err.Error(), "Response:") || strings.Contains(err.Error(), "{") {
+		t.Fatalf("Callback with a refused code: ok %v, %v; want ErrTokenEndpoint without the answer's body", ok, err)
+	}
+	// What the endpoint answered beyond its status and code is left out.
+	secret := &oauth2.RetrieveError{Response: &http.Response{StatusCode: 500}, Body: []byte("secret-in-the-body")}
+	if err := refusal(fmt.Errorf("wrapped: %w", secret)); err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "HTTP 500") {
+		t.Errorf("refusal: %v", err)
 	}
 }

@@ -173,23 +173,33 @@ func (c *client) token(t *oauth2.Token, scopes []string) *Token {
 
 // tokenError describes a failed token request without its body (which might echo a secret).
 func (c *client) tokenError(err error) error {
-	var re *oauth2.RetrieveError
-	if errors.As(err, &re) {
-		status := 0
-		if re.Response != nil {
-			status = re.Response.StatusCode
-		}
-		code := re.ErrorCode
-		if code == "" {
-			code = "no OAuth error code"
-		}
-		return fmt.Errorf("upstream %q: %w refused the request (HTTP %d, %s)", c.server, ErrTokenEndpoint, status, code)
+	if r := refusal(err); r != nil {
+		return fmt.Errorf("upstream %q: %w", c.server, r)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return fmt.Errorf("upstream %q: %w unreachable: %w", c.server, ErrTokenEndpoint, ue.Err)
 	}
 	return fmt.Errorf("upstream %q: %w: %v", c.server, ErrTokenEndpoint, err)
+}
+
+// refusal returns, when err holds a token endpoint's refusal (oauth2.RetrieveError), an
+// error that says so with its HTTP status and OAuth error code only, else nil: the
+// refusal's own text may hold the endpoint's answer, which might echo a secret.
+func refusal(err error) error {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	status := 0
+	if re.Response != nil {
+		status = re.Response.StatusCode
+	}
+	code := re.ErrorCode
+	if code == "" {
+		code = "no OAuth error code"
+	}
+	return fmt.Errorf("%w refused the request (HTTP %d, %s)", ErrTokenEndpoint, status, code)
 }
 
 // ClientCredentials is the gateway's machine identity at an upstream (auth type
