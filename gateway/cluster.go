@@ -228,9 +228,11 @@ func (s *sseTokens) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 //     calls of names the global lists lack, while a server lists per
 //     client (the principal's own lists live there too).
 //
-// A request forwarded already, or whose target cannot be reached, is
+// A request forwarded already, or whose target refuses the connection, is
 // served here: the bridge refuses a state of another replica with a clear
-// error, and a per-client session opens here when its home is gone.
+// error, and a per-client session opens here when its home is gone. A
+// request that reached its target is never served again here, even when
+// the target failed before answering (502): it may have run there.
 func (g *Gateway) clusterStateless(w http.ResponseWriter, r *http.Request, body []byte, sdk http.Handler) bool {
 	if !g.clusterHop(w, r) {
 		return true
@@ -246,7 +248,11 @@ func (g *Gateway) clusterStateless(w http.ResponseWriter, r *http.Request, body 
 		g.log.Info("serving here: the replica a request belongs to is unreachable", zap.String(keyOwner, target))
 		g.serveStatelessBody(w, r, body, sdk)
 	}
+	// Of known length, the body is sent from memory (and again on a new
+	// connection when a pooled one had closed), even if the client sent it
+	// chunked.
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
 	g.cluster.Forward(w, r, target, serveHere)
 	return true
 }

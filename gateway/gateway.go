@@ -361,8 +361,9 @@ func waitFirstAttempts(ctx context.Context, ups []*upstream.Upstream, max time.D
 
 // Close ends the gateway's run: nothing new starts, every goroutine of the
 // gateway ends (its downstream sessions are closed, bridged calls and
-// drains cut) and is waited for, then every upstream still running, those
-// being replaced or drained included, is stopped gracefully, in parallel,
+// drains cut) and is waited for, forwards to other replicas end and their
+// pooled connections close, then every upstream still running, those being
+// replaced or drained included, is stopped gracefully, in parallel,
 // waiting for them at most until ctx is done.
 func (g *Gateway) Close(ctx context.Context) error {
 	started := g.life.Running()
@@ -375,6 +376,10 @@ func (g *Gateway) Close(ctx context.Context) error {
 	// bridged calls, drains and watchers end with it), wait for every
 	// goroutine of the gateway, then stop the metric callbacks.
 	g.life.Close()
+	if g.cluster != nil {
+		// Forwards to other replicas end, their pooled connections close.
+		g.cluster.Close()
+	}
 	// The plugins stop last: the upstreams' calls in flight may still hook.
 	defer func() {
 		if err := g.plugins.Close(ctx); err != nil {

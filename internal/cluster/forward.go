@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,14 +22,49 @@ type forwardKey struct{}
 type forwardTarget struct {
 	owner string
 	gone  func(http.ResponseWriter)
+	body  *clientBody // a streamed body; nil when sent from memory
+}
+
+// clientBody is a request body streamed to the owner that keeps its read
+// error: a forward that failed reading it failed for the client, not for
+// the owner. The proxy's transport reads it on its own goroutine.
+type clientBody struct {
+	io.ReadCloser
+	mu  sync.Mutex
+	err error
+}
+
+// Read reads the client's body and keeps an error other than io.EOF.
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// failed is the error reading the client's body, nil if none.
+func (b *clientBody) failed() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // Forward serves r by reverse-proxying it to the replica owner (host:port),
 // with a hop header, streaming the response (SSE included, flushed as it
-// comes). When owner cannot be reached, gone answers (a session whose
-// owner is gone: 404). The caller has decided that owner is not this
-// replica and that r was not forwarded already, and bounds r's body (a
-// JSON-RPC message, at most the gateway's message size limit).
+// comes). When owner refuses the connection, gone answers (a session whose
+// owner is gone: 404): the request never left this replica. A forward
+// that fails once the request was sent (the owner may have received it
+// and acted on it) gets 502 and is not served again here; a body that runs
+// over the caller's limit gets 413, one the client failed to send 400. The
+// caller has decided that owner is not this replica and that r was not
+// forwarded already, and bounds r's body (a JSON-RPC message, at most the
+// gateway's message size limit).
 //
 // A body of known length (what MCP clients send) is read whole before the
 // owner is asked, and sent from memory: net/http's Transport may go on
@@ -36,12 +72,18 @@ type forwardTarget struct {
 // connection to a replica that died), and a read of r's body that ends
 // after this handler has returned races the server reading the
 // connection's next request (net/http panics with "invalid concurrent
-// Body.Read call" and drops the connection). A body without a length is
-// streamed, in full duplex: the owner may start its answer (an SSE
-// stream) before the proxy's transport has read that body to its end;
-// without full duplex, net/http would consume the body itself when the
-// answer starts, and the transport's failed read would cut the stream.
+// Body.Read call" and drops the connection). From memory, the body can be
+// sent again (GetBody): the Transport then retries a request that it
+// wrote nothing of on a pooled connection the owner had closed, on a new
+// connection. A body without a length is streamed, in full duplex: the
+// owner may start its answer (an SSE stream) before the proxy's transport
+// has read that body to its end; without full duplex, net/http would
+// consume the body itself when the answer starts, and the transport's
+// failed read would cut the stream.
+//
+// After Close, forwards in flight end and new ones fail (503).
 func (n *Node) Forward(w http.ResponseWriter, r *http.Request, owner string, gone func(http.ResponseWriter)) {
+	t := &forwardTarget{owner: owner, gone: gone}
 	switch {
 	case r.Body == nil || r.Body == http.NoBody:
 	case r.ContentLength >= 0:
@@ -58,11 +100,25 @@ func (n *Node) Forward(w http.ResponseWriter, r *http.Request, owner string, gon
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	default:
 		_ = http.NewResponseController(w).EnableFullDuplex()
+		t.body = &clientBody{ReadCloser: r.Body}
+		r.Body = t.body
 	}
-	ctx := context.WithValue(r.Context(), forwardKey{}, &forwardTarget{owner: owner, gone: gone})
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), forwardKey{}, t))
+	defer cancel()
+	defer context.AfterFunc(n.closed, cancel)()
 	n.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// Close ends the forwards in flight and closes the idle connections to the
+// peers; a forward after Close fails (503). Run ends with its context.
+func (n *Node) Close() {
+	n.cancel()
+	if c, ok := n.proxy.Transport.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 func (n *Node) newProxy() *httputil.ReverseProxy {
@@ -95,34 +151,36 @@ func (n *Node) newProxy() *httputil.ReverseProxy {
 		ErrorLog:      zap.NewStdLog(n.log.Named("forward")),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			t := r.Context().Value(forwardKey{}).(*forwardTarget)
+			if n.closed.Err() != nil {
+				http.Error(w, "replica forwarding stopped: the gateway is shutting down", http.StatusServiceUnavailable)
+				return
+			}
 			if r.Context().Err() != nil {
 				return // the client went away
 			}
+			var tooLarge *http.MaxBytesError
 			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" || !n.reachable(r.Context(), t.owner) {
-				// Refused, or a pooled connection broke and the owner no
-				// longer accepts new ones: it is gone.
+			bodyErr := t.body.failed()
+			switch {
+			case errors.As(err, &tooLarge) || errors.As(bodyErr, &tooLarge):
+				// As the owner answers a body that runs over the limit.
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+			case bodyErr != nil:
+				http.Error(w, "reading the request body: "+bodyErr.Error(), http.StatusBadRequest)
+			case errors.As(err, &op) && op.Op == "dial":
+				// No connection (refused or timed out; a request on a
+				// pooled connection the owner had closed is retried on a
+				// new one): the request never left this replica, and the
+				// owner is gone.
 				n.markDown(t.owner)
 				n.log.Info("forward: owner unreachable", zap.String("owner", t.owner), zap.Error(err))
 				t.gone(w)
-				return
+			default:
+				// The request left: the owner may have acted on it, so it
+				// is not served again here.
+				n.log.Warn("forward failed", zap.String("owner", t.owner), zap.Error(err))
+				http.Error(w, "replica forwarding failed", http.StatusBadGateway)
 			}
-			n.log.Warn("forward failed", zap.String("owner", t.owner), zap.Error(err))
-			http.Error(w, "replica forwarding failed", http.StatusBadGateway)
 		},
 	}
-}
-
-// reachable reports whether owner accepts a connection now; asked only
-// when a forward failed after connecting (a pooled connection to a replica
-// that died).
-func (n *Node) reachable(ctx context.Context, owner string) bool {
-	ctx, cancel := context.WithTimeout(ctx, defaultDial)
-	defer cancel()
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", owner)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }

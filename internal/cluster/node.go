@@ -56,7 +56,7 @@ type Options struct {
 
 // Node is this replica's view of the cluster: its keys, its advertised
 // address and boot id, the live peers, and the reverse proxy to them. Safe
-// for concurrent use; Run keeps the peers current.
+// for concurrent use; Run keeps the peers current, Close ends the forwards.
 type Node struct {
 	keys   atomic.Pointer[Keys]
 	self   string
@@ -67,6 +67,8 @@ type Node struct {
 	peers  atomic.Pointer[[]string] // sorted, self included
 	downMu sync.Mutex
 	down   map[string]time.Time // peers a forward could not reach, until when
+	closed context.Context      // done at Close: forwards end
+	cancel context.CancelFunc   // ends closed
 }
 
 // NewNode returns the node of the replica advertised as self (host:port).
@@ -78,6 +80,7 @@ func NewNode(keys *Keys, self string, opts *Options) (*Node, error) {
 		return nil, fmt.Errorf("cluster: advertise %q: %w", self, err)
 	}
 	n := &Node{self: self, down: map[string]time.Time{}}
+	n.closed, n.cancel = context.WithCancel(context.Background())
 	n.keys.Store(keys)
 	if opts != nil {
 		n.opts = *opts
