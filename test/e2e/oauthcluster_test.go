@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"slices"
 	"strings"
@@ -83,7 +84,8 @@ mcpServers:
 	}
 
 	var hops int
-	browser := &http.Client{CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+	jar, _ := cookiejar.New(nil) // the browser keeps its cookies: the callback needs the sign-in's
+	browser := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
 		if req.URL.Path == "/authorize" {
 			q := req.URL.Query()
 			q.Set("user", "alice")
