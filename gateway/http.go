@@ -106,9 +106,23 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc(readyzPath, g.serveReadyz)
 	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
 	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
-	mux.Handle("/oauth/", g.oauthHandler(false)) // upstream sign-in pages (oauthpages.go)
-	mux.Handle("/ui/", g.console())              // the operator console (console.go); checks its own access
+	mux.Handle("/oauth/", g.oauthHandler(false))    // upstream sign-in pages (oauthpages.go)
+	mux.Handle("/ui/", g.loopbackHost(g.console())) // the operator console (console.go); checks its own access
 	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
+}
+
+// loopbackHost wraps what trusts a loopback peer while auth is off (the
+// console): then the Host must name loopback or one of gateway.allowedHosts
+// (allowHostOrigin), whatever the listener, since a page of another site
+// that a local browser resolves to 127.0.0.1 (DNS rebinding) connects from
+// loopback too.
+func (g *Gateway) loopbackHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.current().access.authn == nil && !g.allowHostOrigin(w, r, true) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // sessionCount is the number of open downstream sessions, on every transport.
