@@ -21,7 +21,14 @@ func hclogTo(log *zap.Logger) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Output: zapWriter(log), JSONFormat: true, Level: level})
 }
 
-// lines splits what is written to it into lines and hands each to line.
+// maxLogLine bounds a line of a plugin's output the gateway holds: a longer
+// one is handed on in pieces of this size, so output without line breaks
+// (a progress bar, binary data, or on purpose) cannot grow the gateway's
+// memory.
+const maxLogLine = 64 << 10
+
+// lines splits what is written to it into lines of at most maxLogLine bytes
+// and hands each to line.
 type lines struct {
 	line func([]byte)
 	mu   sync.Mutex
@@ -31,16 +38,29 @@ type lines struct {
 func (w *lines) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
+	written := len(p)
+	for len(p) > 0 {
+		// Take at most what fills the buffer to maxLogLine.
+		n := min(len(p), maxLogLine-len(w.buf))
+		chunk := p[:n]
+		p = p[n:]
+		for {
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				break
+			}
+			w.buf = append(w.buf, chunk[:i]...)
+			w.line(w.buf)
+			w.buf = w.buf[:0]
+			chunk = chunk[i+1:]
 		}
-		w.line(w.buf[:i])
-		w.buf = w.buf[i+1:]
+		w.buf = append(w.buf, chunk...)
+		if len(w.buf) == maxLogLine {
+			w.line(w.buf)
+			w.buf = w.buf[:0]
+		}
 	}
-	return len(p), nil
+	return written, nil
 }
 
 // zapWriter takes hclog's JSON lines and writes each to log at its
