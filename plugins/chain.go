@@ -219,11 +219,7 @@ func (c *Chain) run(ctx context.Context, hook Hook, t *Target, payload []byte, p
 			if !observe {
 				if !json.Valid(res.GetPayload()) {
 					d.Action, d.Error = "error", "modified payload is not valid JSON"
-					out.Decisions = append(out.Decisions, d)
-					if cfg.OnError == config.PluginFailClosed {
-						return out, &BlockedError{Plugin: e.cfg.Name, Reason: d.Error, Unavailable: true}
-					}
-					continue
+					break
 				}
 				out.Payload, out.Changed = res.GetPayload(), true
 			}
@@ -235,7 +231,11 @@ func (c *Chain) run(ctx context.Context, hook Hook, t *Target, payload []byte, p
 			}
 		case proto.HookResponse_RESPOND:
 			d.Action = "respond"
-			if pre && !observe && json.Valid(res.GetPayload()) {
+			if pre && !observe {
+				if !json.Valid(res.GetPayload()) {
+					d.Action, d.Error = "error", "response payload is not valid JSON"
+					break
+				}
 				out.Decisions = append(out.Decisions, d)
 				out.Payload, out.Changed, out.Respond = res.GetPayload(), true, true
 				return out, nil
@@ -243,6 +243,12 @@ func (c *Chain) run(ctx context.Context, hook Hook, t *Target, payload []byte, p
 		default:
 			d.Action = "error"
 			d.Error = fmt.Sprintf("unknown action %d", res.GetAction())
+		}
+		// An answer that cannot be used is the plugin failing: fail-closed
+		// stops the call, as an error of the call itself does.
+		if d.Action == "error" && cfg.OnError == config.PluginFailClosed && !observe {
+			out.Decisions = append(out.Decisions, d)
+			return out, &BlockedError{Plugin: e.cfg.Name, Reason: d.Error, Unavailable: true}
 		}
 		if observe && d.Action != "continue" {
 			e.in.log.Info("observe mode: plugin would have acted", zap.String("hook", d.Hook), zap.String("action", d.Action), zap.String("rule", d.Rule))
