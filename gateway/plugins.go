@@ -276,6 +276,9 @@ func (r *rawRequest) setArguments(args []byte) error {
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "a plugin's arguments do not fit the request: " + err.Error()}
 	}
+	if !r.argsReplaced { // the client's, for the audit (r.msg is never written to)
+		r.clientArgs, r.argsReplaced = r.env.Arguments.In(r.msg), true
+	}
 	r.msg, r.env = msg, env
 	return nil
 }

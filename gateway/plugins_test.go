@@ -111,3 +111,48 @@ func TestPluginHooksOnBothPaths(t *testing.T) {
 		}
 	})
 }
+
+// TestPluginCallsAuditAlikeOnBothPaths: a call a pre-hook rewrote is audited with the
+// arguments the client sent, and a call a pre-hook answered with a tool error has the outcome
+// tool_error, on the raw path as on the SDK path. Before, the raw path recorded the plugin's
+// arguments and "ok".
+func TestPluginCallsAuditAlikeOnBothPaths(t *testing.T) {
+	p := buildTestPlugin(t, `{"rewrite":"rewrite-me","answer":"answer-me"}`)
+	withPlugin := func(c *config.Config) { c.Plugins = []config.Plugin{p} }
+	records := map[string][]map[string]any{}
+
+	sink := newAuditSink(t, config.ArgumentsFull)
+	gw := newRawGateway(t, &Options{Audit: sink.log}, withPlugin, rawSpec{name: "alpha", server: demo.NewServer("alpha", nil)})
+	c := serveStdioLines(t, gw, "2025-11-25", `{}`)
+	before := rawCount(gw)
+	if got := firstText(t, c.call("1", callLine("1", "alpha__echo", `{"message":"rewrite-me"}`))); got != "rewritten" {
+		t.Errorf("raw path: the rewritten call echoed %q", got)
+	}
+	c.call("2", callLine("2", "alpha__echo", `{"message":"answer-me"}`))
+	if n := rawCount(gw) - before; n != 2 {
+		t.Fatalf("the raw path served %d calls, want 2", n)
+	}
+	records["raw"] = sink.records(t)
+
+	sink = newAuditSink(t, config.ArgumentsFull)
+	h := newHarnessOpts(t, &Options{Audit: sink.log}, withPlugin, upstreamSpec{name: "alpha", demoName: "alpha"})
+	for _, msg := range []string{"rewrite-me", "answer-me"} {
+		if _, err := h.client.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"message": msg}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled(t, h.gw)
+	records["sdk"] = sink.records(t)
+
+	for path, recs := range records {
+		if len(recs) != 2 {
+			t.Fatalf("%s: %d records, want 2: %v", path, len(recs), recs)
+		}
+		if args := fmt.Sprint(recs[0]["arguments"]); !strings.Contains(args, "rewrite-me") {
+			t.Errorf("%s: the rewritten call is audited with arguments %s, want the client's", path, args)
+		}
+		if out := recs[1]["outcome"]; out != "tool_error" {
+			t.Errorf("%s: the call the plugin answered with a tool error has outcome %v, want tool_error", path, out)
+		}
+	}
+}

@@ -77,6 +77,11 @@ type rawRequest struct {
 	// sink, when not nil, is the call's own HTTP response, where the
 	// upstream's notifications for it go (origin.sink).
 	sink *callResponse
+	// clientArgs are the arguments the client sent, kept when a plugin
+	// replaced them (argsReplaced): the audit records what the client
+	// sent, as on the SDK path.
+	clientArgs   []byte
+	argsReplaced bool
 }
 
 // id returns the request's id as the client wrote it.
@@ -326,7 +331,8 @@ func (g *Gateway) rawStages(ctx context.Context, f rawFront, r *rawRequest) (res
 	h := g.hooks(ctx, c, sessionIDOf(r.ss))
 	if h != nil { // plugin pre-hooks
 		if res, done, err := g.rawPreHooks(ctx, h, r); done {
-			return res, false, err
+			// A plugin's own answer may be a tool error, as the upstream's.
+			return res, err == nil && r.m.kind == policy.Tool && resultIsError(res), err
 		}
 	}
 	res, toolErr, err = g.forwardRaw(ctx, r)
@@ -356,6 +362,9 @@ func (r *rawRequest) unknown() error {
 // nil as on the slow path: when there are none, or for a prompt, empty.
 func rawArguments(r *rawRequest) any {
 	args := r.env.Arguments.In(r.msg)
+	if r.argsReplaced {
+		args = r.clientArgs
+	}
 	if args == nil || r.m.kind == policy.Prompt && emptyObject(args) {
 		return nil
 	}

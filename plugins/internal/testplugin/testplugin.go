@@ -26,6 +26,11 @@ type Config struct {
 	Rename map[string]string `json:"rename"`
 	// AuditFile: audit_event appends each record to this file.
 	AuditFile string `json:"auditFile"`
+	// Rewrite: tool_pre_call replaces this text in the arguments with "rewritten".
+	Rewrite string `json:"rewrite"`
+	// Answer: a tool_pre_call whose arguments contain it is answered by the plugin, with a
+	// tool error.
+	Answer string `json:"answer"`
 }
 
 // New returns a plugin that implements tool_pre_call, tool_post_call, prompt_pre_get
@@ -45,8 +50,14 @@ func New() *sdk.Plugin {
 			return nil
 		},
 		ToolPreCall: func(_ context.Context, c *sdk.Context, args json.RawMessage) (sdk.Result, error) {
-			if b := cfg.Load().Block; b != "" && strings.Contains(string(args), b) {
-				return sdk.Result{Action: sdk.Block, Reason: "no " + b + " for " + c.Principal, Rule: "test"}, nil
+			conf := cfg.Load()
+			switch {
+			case conf.Block != "" && strings.Contains(string(args), conf.Block):
+				return sdk.Result{Action: sdk.Block, Reason: "no " + conf.Block + " for " + c.Principal, Rule: "test"}, nil
+			case conf.Answer != "" && strings.Contains(string(args), conf.Answer):
+				return sdk.Result{Action: sdk.Respond, Payload: json.RawMessage(`{"content":[{"type":"text","text":"answered by the plugin"}],"isError":true}`)}, nil
+			case conf.Rewrite != "" && strings.Contains(string(args), conf.Rewrite):
+				return sdk.Result{Action: sdk.Modify, Payload: json.RawMessage(strings.ReplaceAll(string(args), conf.Rewrite, "rewritten"))}, nil
 			}
 			return sdk.Result{}, nil
 		},
