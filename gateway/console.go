@@ -20,7 +20,7 @@ import (
 // records. It is mounted on the main listener only: the console checks who
 // may use it (loopback while auth is off, operators while it is on).
 func (g *Gateway) console() http.Handler {
-	return console.New(consoleSource{g}, &console.Options{Audit: g.obs.audit.Ring()})
+	return console.New(consoleSource{g}, &console.Options{Audit: g.obs.audit.Ring(), SecureCookies: g.secureCookies})
 }
 
 // consoleSource is what the console shows of the gateway. It hands over

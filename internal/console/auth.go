@@ -54,7 +54,7 @@ func (c *Console) operator(w http.ResponseWriter, r *http.Request, isPage bool) 
 	case err != nil:
 		if viaCookie {
 			c.sessions.remove(id) // the key was removed or the token expired: sign in again
-			http.SetCookie(w, clearCookie(r))
+			http.SetCookie(w, c.clearCookie(r))
 		}
 		c.unauthorized(w, isPage, "your credential is no longer valid: sign in again")
 		return Operator{}, false
@@ -113,7 +113,7 @@ func (c *Console) startSession(w http.ResponseWriter, r *http.Request, token str
 	id, expires := c.sessions.create(token)
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: id, Path: "/ui", Expires: expires, MaxAge: int(time.Until(expires).Seconds()),
-		Secure: r.TLS != nil, HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 }
 
@@ -126,13 +126,13 @@ func (c *Console) serveSignOut(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(cookieName); err == nil {
 		c.sessions.remove(ck.Value)
 	}
-	http.SetCookie(w, clearCookie(r))
+	http.SetCookie(w, c.clearCookie(r))
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
 
-func clearCookie(r *http.Request) *http.Cookie {
+func (c *Console) clearCookie(r *http.Request) *http.Cookie {
 	return &http.Cookie{Name: cookieName, Value: "", Path: "/ui", MaxAge: -1,
-		Secure: r.TLS != nil, HttpOnly: true, SameSite: http.SameSiteStrictMode}
+		Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteStrictMode}
 }
 
 // sameSite reports whether a state-changing request comes from the console's own pages: a

@@ -69,6 +69,10 @@ type Options struct {
 	// HTTPClient talks to the OIDC issuer (discovery, token endpoint); nil means a client
 	// with a 10s timeout.
 	HTTPClient *http.Client
+	// SecureCookies reports whether the console's cookies are Secure although a request came
+	// without TLS: the browser reaches the gateway over https through a proxy that ends TLS
+	// (the gateway's public URL is https). Nil: only requests over TLS get Secure cookies.
+	SecureCookies func() bool
 }
 
 // Defaults of Options.
@@ -92,6 +96,14 @@ type Console struct {
 	mux      *http.ServeMux
 	signIn   *template.Template
 	next     *template.Template // a sign-in step: on to a link
+	// secureCookies is Options.SecureCookies.
+	secureCookies func() bool
+}
+
+// secure reports whether the cookies set in answer to r are Secure: r came over TLS, or
+// the gateway is reached over https through a proxy (Options.SecureCookies).
+func (c *Console) secure(r *http.Request) bool {
+	return r.TLS != nil || c.secureCookies != nil && c.secureCookies()
 }
 
 // New returns the console, to be mounted at /ui/ on the gateway's main listener (never on
@@ -117,13 +129,14 @@ func New(src Source, opts *Options) *Console {
 		o.Now = time.Now
 	}
 	c := &Console{
-		src:      src,
-		ring:     o.Audit,
-		sessions: newSessions(o.MaxSessions, o.SessionTTL, o.Now),
-		oidc:     newOIDCFlow(o.HTTPClient, o.Now),
-		mux:      http.NewServeMux(),
-		signIn:   template.Must(template.ParseFS(assets, "assets/signin.html")),
-		next:     template.Must(template.ParseFS(assets, "assets/next.html")),
+		src:           src,
+		secureCookies: o.SecureCookies,
+		ring:          o.Audit,
+		sessions:      newSessions(o.MaxSessions, o.SessionTTL, o.Now),
+		oidc:          newOIDCFlow(o.HTTPClient, o.Now),
+		mux:           http.NewServeMux(),
+		signIn:        template.Must(template.ParseFS(assets, "assets/signin.html")),
+		next:          template.Must(template.ParseFS(assets, "assets/next.html")),
 	}
 	static, _ := fs.Sub(assets, "assets/static")
 	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))

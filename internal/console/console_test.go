@@ -190,6 +190,19 @@ func TestSignInOverTLSSetsASecureCookie(t *testing.T) {
 	}
 }
 
+// TestSignInBehindATLSProxySetsASecureCookie: a request that came without TLS, to a gateway
+// reached over https through a proxy that ends TLS (Options.SecureCookies), gets a Secure
+// cookie too.
+func TestSignInBehindATLSProxySetsASecureCookie(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		c := New(&fakeSource{}, &Options{SecureCookies: func() bool { return behind }})
+		w := signIn(c, opKey, nil)
+		if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Secure != behind {
+			t.Errorf("behind a TLS proxy %v: cookies %+v, want Secure %v", behind, ck, behind)
+		}
+	}
+}
+
 func TestSignInRefusals(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -86,7 +86,7 @@ func (c *Console) serveOIDCStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: state, Path: oidcPath, MaxAge: int(oidcPendingTTL.Seconds()),
-		Secure: r.TLS != nil, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	// A page that moves on by itself, not a redirect: the sign-in page's form-action policy
 	// ('self') would stop a redirect to the issuer.
 	c.nextPage(w, nextData{Title: "Signing in", URL: to, Label: "continue at the issuer"})
@@ -115,7 +115,7 @@ func (c *Console) serveOIDCCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: "", Path: oidcPath, MaxAge: -1,
-		Secure: r.TLS != nil, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		Secure: c.secure(r), HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	q := r.URL.Query()
 	ck, err := r.Cookie(oidcCookie)
 	state := q.Get("state")
