@@ -1,9 +1,10 @@
 package plugins
 
 import (
-	"context"
+	"encoding/json"
+	"strings"
 
-	"github.com/manifold-mcp/manifold/plugins/proto"
+	"github.com/manifold-mcp/manifold/policy"
 )
 
 // auditQueue is the length of the audit_event queue; records beyond it
@@ -24,22 +25,23 @@ func (c *Chain) Audits() bool {
 }
 
 // Audit hands record (one audit record, JSON) to the audit_event hooks of
-// the plugins that implement one, asynchronously: it never blocks.
+// the plugins that implement one and whose match covers it,
+// asynchronously: it never blocks.
 func (c *Chain) Audit(record []byte) {
 	if c == nil {
 		return
 	}
-	// A call that outlives Close finds the queue closed: its record is
-	// dropped, not a panic.
-	defer func() {
-		if recover() != nil {
-			c.host.auditDropped.Add(1)
-		}
-	}()
+	h := c.host
+	h.auditMu.RLock()
+	defer h.auditMu.RUnlock()
+	if h.auditClosed { // a call that outlives Close
+		h.auditDropped.Add(1)
+		return
+	}
 	select {
-	case c.host.audit <- auditItem{chain: c, record: record}:
+	case h.audit <- auditItem{chain: c, record: record}:
 	default:
-		c.host.auditDropped.Add(1)
+		h.auditDropped.Add(1)
 	}
 }
 
@@ -48,19 +50,74 @@ type auditItem struct {
 	record []byte
 }
 
-// auditLoop delivers audit records until the host closes.
+// auditLoop delivers audit records until Close has closed the queue and
+// it is empty; each record a plugin missed is counted as dropped.
 func (h *Host) auditLoop() {
 	defer close(h.auditDone)
 	for it := range h.audit {
-		for _, e := range it.chain.entries {
-			if cur := e.in.cur.Load(); cur == nil || !cur.hookSet().has(AuditEvent) {
-				continue
-			}
-			_, _ = h.call(context.Background(), e, AuditEvent, &proto.Context{}, it.record)
+		if !h.deliver(it) {
+			h.auditDropped.Add(1)
 		}
 	}
 }
 
-// AuditDropped returns how many audit records the plugins missed because
-// the queue was full.
+// deliver calls the audit_event hook of each plugin of it's chain that
+// implements one and whose match covers the record; false when one of
+// them missed it: down, failed, or Close gave up on delivery.
+func (h *Host) deliver(it auditItem) bool {
+	var t *Target
+	ok := true
+	for _, e := range it.chain.entries {
+		if !e.in.covers(AuditEvent) || e.in.known.Load() == 0 {
+			continue
+		}
+		if t == nil {
+			t = auditTarget(it.record)
+		}
+		if !e.matches(t) {
+			continue
+		}
+		if h.auditCtx.Err() != nil {
+			ok = false
+			continue
+		}
+		if _, err := h.call(h.auditCtx, e, AuditEvent, protoContext(t), it.record); err != nil {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// auditTarget returns what an audit record names and who made it, for
+// the plugins' match: a record that does not parse names nothing, so
+// only plugins without a match get it.
+func auditTarget(record []byte) *Target {
+	var r struct {
+		Method       string   `json:"method"`
+		SessionID    string   `json:"session_id"`
+		Principal    string   `json:"principal"`
+		Groups       []string `json:"groups"`
+		Server       string   `json:"server"`
+		Name         string   `json:"name"`
+		UpstreamName string   `json:"upstream_name"`
+	}
+	t := &Target{Kind: policy.Template} // a kind no call names
+	if json.Unmarshal(record, &r) != nil {
+		return t
+	}
+	switch {
+	case strings.HasPrefix(r.Method, "tools/"):
+		t.Kind = policy.Tool
+	case strings.HasPrefix(r.Method, "prompts/"):
+		t.Kind = policy.Prompt
+	case strings.HasPrefix(r.Method, "resources/"):
+		t.Kind = policy.Resource
+	}
+	t.Server, t.Name, t.Upstream, t.SessionID = r.Server, r.Name, r.UpstreamName, r.SessionID
+	t.Principal = policy.NewPrincipal(r.Principal, r.Groups)
+	return t
+}
+
+// AuditDropped returns how many audit records the plugins missed: the
+// queue was full, a plugin was down or failed, or Close gave up on them.
 func (h *Host) AuditDropped() uint64 { return h.auditDropped.Load() }

@@ -62,17 +62,26 @@ type Host struct {
 	running map[string]*instance
 	chain   atomic.Pointer[Chain]
 	wg      sync.WaitGroup // drains of replaced instances
+	closed  bool           // by Close, under mu: Apply starts nothing more
 
-	// audit feeds auditLoop, which New starts and Close ends.
-	audit        chan auditItem
+	// audit feeds auditLoop, which New starts and Close ends; auditMu
+	// orders Chain.Audit's sends before Close closes it (auditClosed).
+	auditMu     sync.RWMutex
+	audit       chan auditItem
+	auditClosed bool
+	// auditCtx bounds the deliveries; Close cancels it when its own
+	// context ends before the queue is delivered.
+	auditCtx     context.Context
+	auditCancel  context.CancelFunc
 	auditDone    chan struct{}
 	auditDropped atomic.Uint64
-	closed       bool
+	// retired is closed when the first Close has retired every plugin.
+	retired chan struct{}
 }
 
 // New returns a Host that runs nothing yet.
 func New(opts *Options) *Host {
-	h := &Host{running: map[string]*instance{}}
+	h := &Host{running: map[string]*instance{}, retired: make(chan struct{})}
 	if opts != nil {
 		h.opts = *opts
 	}
@@ -82,6 +91,7 @@ func New(opts *Options) *Host {
 	}
 	h.metrics = newMetrics(h.opts.Meter)
 	h.audit, h.auditDone = make(chan auditItem, auditQueue), make(chan struct{})
+	h.auditCtx, h.auditCancel = context.WithCancel(context.Background())
 	go h.auditLoop()
 	return h
 }
@@ -100,10 +110,14 @@ func (h *Host) Chain() *Chain {
 // ones are drained and stopped, a plugin whose config alone changed gets
 // it without a restart, and one whose binary or checksum changed is
 // started anew, health-checked and swapped in, its old process drained.
-// maxMessageBytes sizes the gRPC message limits on both sides.
+// maxMessageBytes sizes the gRPC message limits on both sides. After
+// Close, Apply does nothing.
 func (h *Host) Apply(ctx context.Context, list []config.Plugin, maxMessageBytes int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
 	next := make(map[string]*instance, len(list))
 	var fresh []*instance
 	listChanged := false
@@ -146,7 +160,11 @@ func (h *Host) Apply(ctx context.Context, list []config.Plugin, maxMessageBytes 
 			in.log.Error("new plugin process failed its health check; keeping the running one", zap.Error(err))
 			h.retire(in)
 			next[in.name] = old
-			old.cfg.Store(in.cfg.Load())
+			// The old process runs on with the config it was sent: a
+			// later reload with the new one sends it.
+			kept := *in.cfg.Load()
+			kept.Config = old.cfg.Load().Config
+			old.cfg.Store(&kept)
 			continue
 		}
 	}
@@ -242,21 +260,36 @@ func (h *Host) Status() []Status {
 	return out
 }
 
-// Close stops every plugin, each after its hook calls in flight drained.
+// Close delivers the audit records queued for the plugins (those ctx
+// leaves undelivered are counted in AuditDropped), then stops every
+// plugin, each after its hook calls in flight drained. Apply does nothing
+// after Close.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
-	for _, in := range h.running {
-		h.retire(in)
-	}
+	running := h.running
 	h.running = map[string]*instance{}
 	h.chain.Store(nil)
-	if !h.closed {
-		h.closed = true
-		close(h.audit)
-	}
+	first := !h.closed
+	h.closed = true
 	h.mu.Unlock()
+	if first {
+		h.auditMu.Lock()
+		h.auditClosed = true
+		close(h.audit)
+		h.auditMu.Unlock()
+		select {
+		case <-h.auditDone:
+		case <-ctx.Done():
+		}
+		h.auditCancel() // what is left is dropped
+		for _, in := range running {
+			h.retire(in)
+		}
+		close(h.retired)
+	}
 	done := make(chan struct{})
 	go func() {
+		<-h.retired // a later Close waits for the first's retires too
 		h.wg.Wait()
 		<-h.auditDone
 		close(done)

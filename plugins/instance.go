@@ -31,6 +31,12 @@ const (
 	stableAfter = 10 * time.Second
 	// startTimeout bounds a start, handshake and Configure.
 	startTimeout = 10 * time.Second
+	// hungAfter hook calls in a row that reach the plugin's timeout mark
+	// its process hung: it is killed and restarted.
+	hungAfter = 3
+	// killGrace bounds go-plugin's graceful stop of a process (its
+	// Shutdown call has no deadline); then the process group is killed.
+	killGrace = 3 * time.Second
 )
 
 // conn is one running process of a plugin and its gRPC client.
@@ -46,6 +52,8 @@ type conn struct {
 	// new ones.
 	calls  sync.RWMutex
 	closed bool
+	// timeouts counts the hook calls in a row that reached the timeout.
+	timeouts atomic.Int32
 }
 
 // instance supervises one plugin: it keeps a process running (restarting
@@ -72,6 +80,8 @@ type instance struct {
 	onRestart func() // counts restarts
 	stop      chan struct{}
 	stopped   chan struct{}
+	// hung receives a conn found hung by its hook calls (see hungAfter).
+	hung chan *conn
 	// first is closed when the first start has succeeded or failed.
 	first chan struct{}
 	once  sync.Once
@@ -79,13 +89,14 @@ type instance struct {
 
 func newInstance(cfg *config.Plugin, s *spec, max int64, log *zap.Logger, onUp func()) *instance {
 	in := &instance{name: cfg.Name, spec: s, log: log, max: max, onUp: onUp,
-		stop: make(chan struct{}), stopped: make(chan struct{}), first: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), first: make(chan struct{}),
+		hung: make(chan *conn, 1)}
 	in.cfg.Store(cfg)
 	return in
 }
 
-// supervise runs the plugin until stop: start, wait for its exit, restart
-// with backoff.
+// supervise runs the plugin until stop: start, wait for its exit or for
+// it to hang, restart with backoff.
 func (in *instance) supervise() {
 	defer close(in.stopped)
 	delay := backoffInitial
@@ -106,20 +117,24 @@ func (in *instance) supervise() {
 			if in.onUp != nil && c.hookSet().has(ListPost) {
 				in.onUp()
 			}
-			select {
-			case <-in.stop:
-				in.cur.Store(nil)
-				in.drain(c)
-				return
-			case <-c.run.Exited():
-			}
+			stopped, hung := in.wait(c)
 			in.cur.Store(nil)
+			if stopped {
+				in.drain(c, false)
+				return
+			}
 			if in.onUp != nil && c.hookSet().has(ListPost) {
 				in.onUp() // what it covers is hidden or shown as its onError says
 			}
-			in.drain(c)
-			in.setErr(errors.New("plugin process exited"))
-			in.log.Warn("plugin process exited; restarting")
+			in.drain(c, hung)
+			if hung {
+				err := fmt.Errorf("plugin hung: %d hook calls in a row timed out", hungAfter)
+				in.setErr(err)
+				in.log.Warn("plugin killed; restarting", zap.Error(err))
+			} else {
+				in.setErr(errors.New("plugin process exited"))
+				in.log.Warn("plugin process exited; restarting")
+			}
 			if time.Since(began) > stableAfter {
 				delay = backoffInitial
 			}
@@ -135,6 +150,23 @@ func (in *instance) supervise() {
 		in.mu.Unlock()
 		if in.onRestart != nil {
 			in.onRestart()
+		}
+	}
+}
+
+// wait waits for stop, for c's process to exit, or for c to be found
+// hung, and reports which of stop and hung it was.
+func (in *instance) wait(c *conn) (stopped, hung bool) {
+	for {
+		select {
+		case <-in.stop:
+			return true, false
+		case <-c.run.Exited():
+			return false, false
+		case h := <-in.hung:
+			if h == c { // else a process already gone
+				return false, true
+			}
 		}
 	}
 }
@@ -169,7 +201,7 @@ func (in *instance) start() (*conn, error) {
 		},
 	})
 	fail := func(err error) (*conn, error) {
-		client.Kill()
+		stopClient(client, run)
 		return nil, err
 	}
 	rpcc, err := client.Client()
@@ -245,9 +277,21 @@ func (in *instance) call(ctx context.Context, req *proto.HookRequest) (*proto.Ho
 	if c.closed {
 		return nil, ErrDown
 	}
-	ctx, cancel := context.WithTimeout(ctx, in.cfg.Load().Timeout)
+	hctx, cancel := context.WithTimeout(ctx, in.cfg.Load().Timeout)
 	defer cancel()
-	return c.rpc.Hook(ctx, req)
+	res, err := c.rpc.Hook(hctx, req)
+	switch {
+	case err == nil || hctx.Err() == nil:
+		c.timeouts.Store(0) // it answered
+	case ctx.Err() == nil: // the plugin's timeout, not the caller's
+		if c.timeouts.Add(1) >= hungAfter {
+			select {
+			case in.hung <- c:
+			default: // already reported
+			}
+		}
+	}
+	return res, err
 }
 
 // ping checks that the process answers, within d: go-plugin's Ping has
@@ -272,13 +316,40 @@ func (in *instance) ping(d time.Duration) error {
 }
 
 // drain waits for the hook calls in flight on c (each bounded by the
-// timeout), then kills its process: go-plugin's Kill stops the gRPC
-// server at once.
-func (in *instance) drain(c *conn) {
+// timeout), then stops its process (stopClient). A hung process is
+// killed first, so that its calls in flight fail at once.
+func (in *instance) drain(c *conn, hung bool) {
+	if hung {
+		_ = c.run.Kill(context.Background())
+	}
 	c.calls.Lock()
 	c.closed = true
 	c.calls.Unlock()
-	c.client.Kill()
+	stopClient(c.client, c.run)
+}
+
+// stopClient stops client's process and waits for it. go-plugin's Kill
+// first asks the plugin to shut down, without a deadline: a process that
+// does not answer would block it for good. So after killGrace run (nil
+// before the process started) kills the process group, which also ends
+// that Kill.
+func stopClient(client *plugin.Client, run *procRunner) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		client.Kill()
+	}()
+	t := time.NewTimer(killGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	if run != nil {
+		_ = run.Kill(context.Background())
+	}
+	<-done
 }
 
 // close stops supervising and stops the process after its calls drained.

@@ -151,6 +151,11 @@ func (r *procRunner) Kill(context.Context) error {
 	if r.cmd.Process == nil {
 		return nil
 	}
+	select {
+	case <-r.exited:
+		return nil // its pid may be another's by now
+	default:
+	}
 	pgid := r.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
