@@ -15,6 +15,25 @@ import (
 // goneNotFound is the gone answer of these tests: a session's.
 func goneNotFound(w http.ResponseWriter) { http.Error(w, "gone", http.StatusNotFound) }
 
+// forwarder returns a node and an entry replica that forwards every request to owner,
+// closed when t ends, and the count of the times the gone fallback ran (answering 404).
+func forwarder(t *testing.T, owner *httptest.Server) (*Node, *httptest.Server, *atomic.Int32) {
+	t.Helper()
+	n, err := NewNode(mustKeys(t, secretA), "127.0.0.1:1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone atomic.Int32
+	entry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Forward(w, r, strings.TrimPrefix(owner.URL, "http://"), func(w http.ResponseWriter) {
+			gone.Add(1) // for a 2026-07-28 call: served here, the call run again
+			goneNotFound(w)
+		})
+	}))
+	t.Cleanup(entry.Close)
+	return n, entry, &gone
+}
+
 // TestForwardOverLimitBodyIs413: a body that runs over the caller's
 // http.MaxBytesReader limit gets 413, whether it has a length (read whole
 // before the owner is asked) or not (streamed to the owner, whose
@@ -55,15 +74,7 @@ func TestForwardOverLimitBodyIs413(t *testing.T) {
 func TestForwardBadClientBodyIs400(t *testing.T) {
 	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	defer owner.Close()
-	n, _ := NewNode(mustKeys(t, secretA), "127.0.0.1:1", nil)
-	var goneRan atomic.Int32
-	entry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Forward(w, r, strings.TrimPrefix(owner.URL, "http://"), func(w http.ResponseWriter) {
-			goneRan.Add(1)
-			goneNotFound(w)
-		})
-	}))
-	defer entry.Close()
+	_, entry, goneRan := forwarder(t, owner)
 	c, err := net.Dial("tcp", entry.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -105,15 +116,7 @@ func TestForwardDoesNotRerunAReachedRequest(t *testing.T) {
 		}
 	}))
 	defer owner.Close()
-	n, _ := NewNode(mustKeys(t, secretA), "127.0.0.1:1", nil)
-	var servedHere atomic.Int32
-	entry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Forward(w, r, strings.TrimPrefix(owner.URL, "http://"), func(w http.ResponseWriter) {
-			servedHere.Add(1) // clusterStateless: serveStatelessBody, the call again
-			w.WriteHeader(http.StatusOK)
-		})
-	}))
-	defer entry.Close()
+	_, entry, servedHere := forwarder(t, owner)
 	resp, err := http.Post(entry.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -149,15 +152,7 @@ func TestNodeCloseEndsForwards(t *testing.T) {
 		close(ownerDone)
 	}))
 	defer owner.Close()
-	n, _ := NewNode(mustKeys(t, secretA), "127.0.0.1:1", nil)
-	var goneRan atomic.Int32
-	entry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Forward(w, r, strings.TrimPrefix(owner.URL, "http://"), func(w http.ResponseWriter) {
-			goneRan.Add(1)
-			goneNotFound(w)
-		})
-	}))
-	defer entry.Close()
+	n, entry, goneRan := forwarder(t, owner)
 	resp, err := http.Post(entry.URL, "application/json", strings.NewReader("listen"))
 	if err != nil {
 		t.Fatal(err)

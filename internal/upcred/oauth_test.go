@@ -15,6 +15,23 @@ import (
 	"golang.org/x/oauth2"
 )
 
+// askSignIn makes o meet the upstream at mcpURL's 401 for principal, as a call does, and
+// returns the sign-in it asks for.
+func askSignIn(t *testing.T, o *OAuth, mcpURL, principal string) *ConsentRequiredError {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, mcpURL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var ce *ConsentRequiredError
+	if err := o.Authorize(context.Background(), principal, req, resp); !errors.As(err, &ce) || ce.Principal != principal {
+		t.Fatalf("Authorize: %v, want a sign-in for %s", err, principal)
+	}
+	return ce
+}
+
 type testLinks struct{}
 
 func (testLinks) StartURL(id string) string { return "http://127.0.0.1:1/oauth/start/" + id }
@@ -41,16 +58,7 @@ func TestOAuthSignInAndRefreshAfterRestart(t *testing.T) {
 	if tok, err := o.AccessToken(ctx, "alice"); tok != "" || err != nil {
 		t.Fatalf("before a sign-in: %q %v", tok, err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, mcpURL, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var ce *ConsentRequiredError
-	if err := o.Authorize(ctx, "alice", req, resp); !errors.As(err, &ce) || ce.Principal != "alice" {
-		t.Fatalf("Authorize: %v, want a sign-in for alice", err)
-	}
+	ce := askSignIn(t, o, mcpURL, "alice")
 	if p, ok := o.Pending(ce.ID); !ok || p != "alice" {
 		t.Fatalf("Pending: %q %v", p, ok)
 	}
@@ -62,7 +70,7 @@ func TestOAuthSignInAndRefreshAfterRestart(t *testing.T) {
 		t.Fatalf("a second start: %v, want ErrConsentUnknown", err)
 	}
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err = noFollow.Get(authURL + "&user=alice")
+	resp, err := noFollow.Get(authURL + "&user=alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,16 +117,7 @@ func TestOAuthCallbackErrorWithoutTheTokenEndpointsBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, mcpURL, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var ce *ConsentRequiredError
-	if err := o.Authorize(ctx, "alice", req, resp); !errors.As(err, &ce) {
-		t.Fatalf("Authorize: %v, want a sign-in", err)
-	}
+	ce := askSignIn(t, o, mcpURL, "alice")
 	authURL, err := o.Start(ce.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package upcred
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"runtime"
 	"testing"
 	"time"
@@ -30,16 +28,7 @@ func TestOneStartedSignInPerPrincipal(t *testing.T) {
 	const n = maxPendingConsents + 100
 	var first string
 	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest(http.MethodPost, mcpURL, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		var ce *ConsentRequiredError
-		if err := o.Authorize(ctx, "alice", req, resp); !errors.As(err, &ce) {
-			t.Fatalf("Authorize %d: %v, want a sign-in", i, err)
-		}
+		ce := askSignIn(t, o, mcpURL, "alice")
 		if _, err := o.Start(ce.ID); err != nil {
 			t.Fatal(err)
 		}
