@@ -175,8 +175,8 @@ type Upstream struct {
 	log         *zap.Logger
 	callTimeout time.Duration
 	slots       chan struct{} // concurrency limit
-	// inflight counts the calls holding a slot, so that a drain waits on
-	// Idle rather than polling InFlight.
+	// inflight counts the calls holding a slot or waiting for one, so that
+	// a drain waits on Idle rather than polling InFlight.
 	inflight lifecycle.Gauge
 
 	catalog atomic.Pointer[Catalog]
@@ -338,7 +338,11 @@ func (u *Upstream) acquireLive(ctx context.Context, deadline time.Time, raw bool
 		}
 	}
 	// Every slot is taken (or ctx has ended): wait, with a timer only now
-	// (see expiry.go).
+	// (see expiry.go). A waiting call counts as in flight already, so that
+	// a drain (Idle) waits for it too: else the last running call's end
+	// would make the Upstream idle, and the waiter would take the freed
+	// slot on a connection being closed.
+	u.inflight.Add()
 	var timeout <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -347,11 +351,12 @@ func (u *Upstream) acquireLive(ctx context.Context, deadline time.Time, raw bool
 	}
 	select {
 	case u.slots <- struct{}{}:
-		u.inflight.Add()
 		return l, nil
 	case <-timeout:
+		u.inflight.Done()
 		return live{}, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
 	case <-ctx.Done():
+		u.inflight.Done()
 		return live{}, fmt.Errorf("upstream %q: %w: %d calls in flight", u.cfg.Name, ErrBusy, cap(u.slots))
 	}
 }
@@ -361,7 +366,8 @@ func (u *Upstream) release() {
 	<-u.slots
 }
 
-// InFlight returns the number of calls the Upstream is handling now.
+// InFlight returns the number of calls the Upstream is handling now, or
+// that wait for a concurrency slot.
 func (u *Upstream) InFlight() int { return int(u.inflight.Load()) }
 
 // Idle returns a channel closed once the Upstream has no call in flight:
