@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 )
@@ -61,7 +60,7 @@ func clusterFields(c *Cluster) []field {
 func (c *Cluster) Secrets() (secret []byte, previous [][]byte, err error) {
 	secret = []byte(c.Secret)
 	if c.SecretFile != "" {
-		b, err := os.ReadFile(c.SecretFile)
+		b, err := readSecretBytes(c.SecretFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("gateway.cluster.secretFile: %w", err)
 		}

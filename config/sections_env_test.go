@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,6 +261,35 @@ audit: {stdout: true, hashKeyFile: ` + short + `}
 		})
 		if err != nil && (strings.Contains(err.Error(), "short\n") || strings.Contains(err.Error(), "from-a-file")) {
 			t.Errorf("the error shows a secret: %v", err)
+		}
+	})
+	// Opening a FIFO with no writer blocks: the load (and every reload after it) must not.
+	t.Run("a FIFO is refused without waiting for a writer", func(t *testing.T) {
+		fifo := filepath.Join(dir, "fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Skip("mkfifo:", err)
+		}
+		doc := "auth:\n  apiKeys: [{name: ci, keyFile: " + fifo + "}]\n"
+		done := make(chan [2]error, 1)
+		go func() {
+			_, err := Parse([]byte(doc), FormatYAML, "m.yaml", testOpts(nil))
+			_, _, cerr := (&Cluster{SecretFile: fifo}).Secrets()
+			done <- [2]error{err, cerr}
+		}()
+		select {
+		case errs := <-done:
+			checkErrors(t, errs[0], []wantErr{{"m.yaml", "auth.apiKeys[0].keyFile", "must be a regular file"}})
+			if errs[1] == nil || !strings.Contains(errs[1].Error(), "must be a regular file") {
+				t.Errorf("cluster secret from a FIFO: %v", errs[1])
+			}
+		case <-time.After(5 * time.Second):
+			for range 2 { // a writer lets each blocked open return
+				if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					f.Close()
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Fatal("loading waited on a FIFO secret file")
 		}
 	})
 }
