@@ -36,13 +36,15 @@ type WatchOptions struct {
 }
 
 // Watcher reports changes of one config file's content. It watches the directory holding the
-// file, and the directory holding the file the path resolves to when it is a symlink, so that
-// the ways configs are really replaced are all seen:
+// file, the directory holding the file the path resolves to, and the directory holding each
+// symlink the resolution goes through, so that the ways configs are really replaced are all
+// seen:
 //
 //   - in-place writes;
 //   - editors that write a new file and rename it over the old one (the inode changes);
 //   - the Kubernetes ConfigMap volume, where the file is a symlink through "..data", itself a
-//     symlink that is swapped atomically to a new timestamped directory.
+//     symlink that is swapped atomically to a new timestamped directory;
+//   - a deploy that swaps a symlink anywhere on the way ("current -> releases/vN").
 //
 // Events are debounced, then the file is read and a change is reported only when its bytes
 // differ from the last content seen: touching the file, a chmod, or other files of the same
@@ -60,9 +62,10 @@ type Watcher struct {
 	done     chan struct{}
 
 	// Owned by the run goroutine after NewWatcher returns.
-	dirs map[string]bool // directories being watched
-	real string          // the path the file last resolved to
-	sum  [sha256.Size]byte
+	dirs  map[string]bool // directories being watched
+	real  string          // the path the file last resolved to
+	links map[string]bool // the symlinks resolving the path last went through
+	sum   [sha256.Size]byte
 }
 
 // NewWatcher starts watching path, whose current content is the baseline: only later changes
@@ -100,6 +103,7 @@ func NewWatcher(path string, opts *WatchOptions) (*Watcher, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		dirs:     map[string]bool{},
+		links:    map[string]bool{},
 		sum:      sha256.Sum256(data),
 	}
 	if err := w.watchDirs(); err != nil {
@@ -154,10 +158,11 @@ func (w *Watcher) run() {
 }
 
 // relevant reports whether an event on name can change the file: the file itself, the file
-// it resolves to, or a ".."-prefixed entry (the ConfigMap volume's "..data" swap).
+// it resolves to, a symlink on the way, or a ".."-prefixed entry (the ConfigMap volume's
+// "..data" swap).
 func (w *Watcher) relevant(name string) bool {
 	base := filepath.Base(name)
-	return base == filepath.Base(w.path) || base == filepath.Base(w.real) || strings.HasPrefix(base, "..")
+	return base == filepath.Base(w.path) || base == filepath.Base(w.real) || strings.HasPrefix(base, "..") || w.links[name]
 }
 
 // check re-resolves the watched directories, reads the file and reports a change of content.
@@ -198,13 +203,21 @@ func (w *Watcher) check() {
 	}
 }
 
-// watchDirs watches the directory of the path and the directory of the file it resolves to,
-// and stops watching directories that no longer lead to it.
+// watchDirs watches the directory of the path, of the file it resolves to and of each
+// symlink on the way, and stops watching directories that no longer lead to it. While the
+// path does not resolve (the file it leads to was deleted, and is to be created again), the
+// directories it last led through stay watched.
 func (w *Watcher) watchDirs() error {
 	want := map[string]bool{filepath.Dir(w.path): true}
 	if real, err := filepath.EvalSymlinks(w.path); err == nil {
 		w.real = real
-		want[filepath.Dir(real)] = true
+		w.links = symlinksOf(w.path)
+	}
+	if w.real != "" {
+		want[filepath.Dir(w.real)] = true
+	}
+	for link := range w.links {
+		want[filepath.Dir(link)] = true
 	}
 	var errs []error
 	for dir := range want {
@@ -223,4 +236,49 @@ func (w *Watcher) watchDirs() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxLinkHops bounds the symlinks symlinksOf follows, as the kernel bounds a path's.
+const maxLinkHops = 40
+
+// symlinksOf returns the symlinks that resolving path, absolute, goes through: of its
+// directories and of itself, and of the paths they lead to, in turn.
+func symlinksOf(path string) map[string]bool {
+	links := map[string]bool{}
+	p := filepath.Clean(path)
+	for range maxLinkHops {
+		link, rest, ok := firstLink(p)
+		if !ok {
+			break
+		}
+		links[link] = true
+		target, err := os.Readlink(link)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(link), target)
+		}
+		p = filepath.Join(target, rest)
+	}
+	return links
+}
+
+// firstLink returns the shortest prefix of p, absolute and clean, that is a symlink, and the
+// rest of p after it.
+func firstLink(p string) (link, rest string, ok bool) {
+	sep := string(filepath.Separator)
+	parts := strings.Split(strings.TrimPrefix(p, sep), sep)
+	cur := sep
+	for i, part := range parts {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return "", "", false
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return cur, filepath.Join(parts[i+1:]...), true
+		}
+	}
+	return "", "", false
 }

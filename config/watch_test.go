@@ -276,3 +276,81 @@ func TestEmptyHashIsTheHashOfAnEmptyFile(t *testing.T) {
 		t.Fatalf("Hash of an empty file = %s, EmptyHash = %s", cfg.Hash, EmptyHash)
 	}
 }
+
+// TestWatcherSeesASymlinkSwappedOnTheWay: a config path that resolves through a symlink in a
+// third directory (a "current -> releases/vN" deploy): swapping that symlink atomically (ln
+// -sfn: rename over it) changes what the path reads, in a directory that neither holds the
+// path nor the file it resolves to. Before, that directory was not watched.
+func TestWatcherSeesASymlinkSwappedOnTheWay(t *testing.T) {
+	root := t.TempDir()
+	etc := filepath.Join(root, "etc")
+	opt := filepath.Join(root, "opt")
+	v1 := filepath.Join(opt, "releases", "v1")
+	v2 := filepath.Join(opt, "releases", "v2")
+	for _, d := range []string{etc, v1, v2} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(v1, "config.yaml"), "v1")
+	writeFile(t, filepath.Join(v2, "config.yaml"), "v2")
+	current := filepath.Join(opt, "current")
+	if err := os.Symlink(v1, current); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(etc, "config.yaml")
+	if err := os.Symlink(filepath.Join(current, "config.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	w := newTestWatcher(t, path)
+
+	// ln -sfn v2 current, atomically.
+	tmp := filepath.Join(opt, ".current.tmp")
+	if err := os.Symlink(v2, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, current); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "v2" {
+		t.Fatalf("setup: path reads %q", got)
+	}
+	expectChange(t, w, "swap of an intermediate symlink")
+}
+
+// TestWatcherSeesASymlinkTargetDeletedThenCreated: a config path that is a symlink to a file
+// in another directory, whose target is replaced by delete-then-create (an editor without
+// rename, a config-management tool) with a pause longer than the debounce. Before, the check
+// after the delete could not resolve the symlink and stopped watching the target's
+// directory, so the create that followed was never seen.
+func TestWatcherSeesASymlinkTargetDeletedThenCreated(t *testing.T) {
+	root := t.TempDir()
+	etc, data := filepath.Join(root, "etc"), filepath.Join(root, "data")
+	for _, d := range []string{etc, data} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := filepath.Join(data, "manifold.yaml")
+	writeFile(t, target, "v1")
+	path := filepath.Join(etc, "config.yaml")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	checked := make(chan bool, 16)
+	w, err := NewWatcher(path, &WatchOptions{Debounce: 20 * time.Millisecond, checked: func(r bool) { checked <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-checked: // the watcher has looked at the missing file
+	case <-time.After(watchWait):
+		t.Fatal("no check after the delete")
+	}
+	writeFile(t, target, "v2")
+	expectChange(t, w, "symlink target deleted, then created")
+}
