@@ -116,10 +116,9 @@ func (h *httpAuth) require(next http.Handler) http.Handler {
 // admin wraps the gateway's own endpoints (/status, /reload): with auth on
 // they need a valid bearer token, like /mcp, of an operator (auth.operators;
 // 403 for anyone else); without auth only a loopback peer may use them, even
-// on a listener opened with gateway.insecure, and only under a Host that names
-// loopback (or gateway.allowedHosts): a page of another site that a local
-// browser resolves to 127.0.0.1 (DNS rebinding) connects from loopback too.
-// The principal is in the request context.
+// on a listener opened with gateway.insecure (and, mounted behind
+// loopbackHost, only under a Host that names loopback). The principal is in
+// the request context.
 func (h *httpAuth) admin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := h.g.current().access
@@ -127,9 +126,6 @@ func (h *httpAuth) admin(next http.Handler) http.Handler {
 			host, _, _ := net.SplitHostPort(r.RemoteAddr)
 			if !isLoopback(host) {
 				http.Error(w, "forbidden: without auth, this endpoint answers loopback clients only", http.StatusForbidden)
-				return
-			}
-			if !h.g.allowHostOrigin(w, r, true) {
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), a.local)))

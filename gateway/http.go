@@ -104,15 +104,15 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/sse/", authn.require(g.toolsetPath("/sse/", serveSSE)))
 	mux.HandleFunc(healthzPath, g.serveHealthz)
 	mux.HandleFunc(readyzPath, g.serveReadyz)
-	mux.Handle("/status", authn.admin(http.HandlerFunc(g.serveStatus)))
-	mux.Handle("/reload", authn.admin(http.HandlerFunc(g.serveReload)))
+	mux.Handle("/status", g.loopbackHost(authn.admin(http.HandlerFunc(g.serveStatus))))
+	mux.Handle("/reload", g.loopbackHost(authn.admin(http.HandlerFunc(g.serveReload))))
 	mux.Handle("/oauth/", g.oauthHandler(false))    // upstream sign-in pages (oauthpages.go)
 	mux.Handle("/ui/", g.loopbackHost(g.console())) // the operator console (console.go); checks its own access
 	return g.bodyDeadline(g.checkHostOrigin(g.limitBody(mux)))
 }
 
-// loopbackHost wraps what trusts a loopback peer while auth is off (the
-// console): then the Host must name loopback or one of gateway.allowedHosts
+// loopbackHost wraps what trusts a loopback peer while auth is off (/status,
+// /reload, the console): then the Host must name loopback or one of gateway.allowedHosts
 // (allowHostOrigin), whatever the listener, since a page of another site
 // that a local browser resolves to 127.0.0.1 (DNS rebinding) connects from
 // loopback too.
