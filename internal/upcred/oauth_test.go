@@ -15,6 +15,19 @@ import (
 	"golang.org/x/oauth2"
 )
 
+// newSignInRig starts a test authorization server and MCP upstream for alice, stopped when t
+// ends, and returns an OAuth client of it living for ctx, with a store of its own.
+func newSignInRig(t *testing.T, ctx context.Context) (o *OAuth, mcpURL string) {
+	t.Helper()
+	mcpURL, stop := testauth.StartAuthCode(&testauth.Server{}, "alice")
+	t.Cleanup(stop)
+	o, err := NewOAuth(ctx, "up", config.UpstreamAuth{Type: config.UpstreamAuthOAuth}, &MemoryStore{}, testLinks{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, mcpURL
+}
+
 // askSignIn makes o meet the upstream at mcpURL's 401 for principal, as a call does, and
 // returns the sign-in it asks for.
 func askSignIn(t *testing.T, o *OAuth, mcpURL, principal string) *ConsentRequiredError {
@@ -110,13 +123,7 @@ func TestOAuthSignInAndRefreshAfterRestart(t *testing.T) {
 // the endpoint's answer beyond them (which might echo a secret).
 func TestOAuthCallbackErrorWithoutTheTokenEndpointsBody(t *testing.T) {
 	ctx := context.Background()
-	as := &testauth.Server{}
-	mcpURL, stop := testauth.StartAuthCode(as, "alice")
-	t.Cleanup(stop)
-	o, err := NewOAuth(ctx, "up", config.UpstreamAuth{Type: config.UpstreamAuthOAuth}, &MemoryStore{}, testLinks{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, mcpURL := newSignInRig(t, ctx)
 	ce := askSignIn(t, o, mcpURL, "alice")
 	authURL, err := o.Start(ce.ID)
 	if err != nil {

@@ -5,9 +5,6 @@ import (
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/manifold-mcp/manifold/config"
-	"github.com/manifold-mcp/manifold/internal/testauth"
 )
 
 // TestOneStartedSignInPerPrincipal: a principal that asks for a sign-in and opens its link
@@ -17,13 +14,7 @@ import (
 func TestOneStartedSignInPerPrincipal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	as := &testauth.Server{}
-	mcpURL, stop := testauth.StartAuthCode(as, "alice")
-	t.Cleanup(stop)
-	o, err := NewOAuth(ctx, "up", config.UpstreamAuth{Type: config.UpstreamAuthOAuth}, &MemoryStore{}, testLinks{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, mcpURL := newSignInRig(t, ctx)
 	before := runtime.NumGoroutine()
 	const n = maxPendingConsents + 100
 	var first string
